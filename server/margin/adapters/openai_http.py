@@ -1,0 +1,385 @@
+"""An OpenAI-compatible `/chat/completions` backend over httpx: streaming (SSE) and not, a
+per-profile timeout, an optional API key, context-window probing, and typed errors.
+
+Timeouts: a non-streamed request must be answered within `timeout_s` in total. A streamed one
+must start within `timeout_s` and never stall for longer than `timeout_s` between chunks; a
+long reply that keeps arriving is not cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from typing import Any, AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from margin import __version__
+from margin.core.llm import (
+    BackendHTTPError,
+    BackendInfo,
+    BackendTimeout,
+    BackendUnreachable,
+    ChatDelta,
+    ChatReply,
+    ChatRequest,
+    ContextTooLarge,
+    MalformedResponse,
+    MalformedStream,
+    ProviderError,
+    Usage,
+)
+from margin.core.models import is_reasoning_model
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 5.0
+_DETAIL_LIMIT = 300
+
+
+def server_root(base_url: str) -> str:
+    """The server's root for non-OpenAI endpoints (`/props`, `/tokenize`): `base_url` without
+    a trailing `/v1`."""
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path[:-3] if parts.path.endswith("/v1") else parts.path
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    return Usage(
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+    )
+
+
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)"),
+    re.compile(r"(\d+) maximum context length"),
+    re.compile(r"context length of only (\d+)"),
+    re.compile(r"context (?:window|size|length) (?:is |of )?(\d+)"),
+)
+_PROMPT_PATTERNS = (
+    re.compile(r"messages resulted in (\d+) tokens"),
+    re.compile(r"\((\d+) in the messages"),
+    re.compile(r"request has (\d+) input tokens"),
+    re.compile(r"[Pp]rompt contains (\d+) tokens"),
+    re.compile(r"prompt (?:is|has) (\d+) tokens"),
+)
+_CONTEXT_HINTS = re.compile(
+    r"context[ _](length|window|size)|too large for model|exceeds? the available context",
+    re.IGNORECASE,
+)
+
+
+def _first_int(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
+        if match := pattern.search(text):
+            return int(match.group(1))
+    return None
+
+
+def error_from_body(status: int, body: bytes | str | dict[str, Any], base_url: str) -> ProviderError:
+    """The typed error for an error reply (an HTTP error body, or an error object inside a
+    stream). Recognises context-too-large from llama.cpp (`exceed_context_size_error` with
+    `n_prompt_tokens`/`n_ctx`), OpenAI (`context_length_exceeded`), vLLM and Mistral."""
+    data: Any = body
+    if isinstance(body, (bytes, str)):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = {"message": body.decode("utf-8", "replace") if isinstance(body, bytes) else body}
+    error = data.get("error", data) if isinstance(data, dict) else {"message": str(data)}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    message = str(error.get("message") or data.get("detail") or "").strip()
+    err_type, code = error.get("type"), error.get("code")
+
+    if (
+        err_type == "exceed_context_size_error"
+        or code == "context_length_exceeded"
+        or _CONTEXT_HINTS.search(message)
+    ):
+        prompt = error.get("n_prompt_tokens")
+        window = error.get("n_ctx")
+        prompt = prompt if isinstance(prompt, int) else _first_int(_PROMPT_PATTERNS, message)
+        window = window if isinstance(window, int) else _first_int(_WINDOW_PATTERNS, message)
+        sizes = (
+            f"the prompt is {prompt if prompt is not None else 'an unknown number of'} tokens "
+            f"and the model's window is {window if window is not None else 'smaller'}"
+            + (" tokens" if window is not None else "")
+        )
+        return ContextTooLarge(
+            f"The backend at {base_url} refused the request as too large for its context "
+            f"window: {sizes}. Send less (close files, shorten the selection, start a new "
+            f"thread) or, if the server's window is larger than Margin thinks, set "
+            f"contextWindow.",
+            status=status,
+            prompt_tokens=prompt,
+            context_window=window,
+            base_url=base_url,
+        )
+
+    detail = f"HTTP {status}" + (f": {message[:_DETAIL_LIMIT]}" if message else "")
+    if status in (401, 403):
+        advice = "Check the API key: set apiKeyEnv to the name of the variable that holds it."
+    elif status == 404:
+        advice = "Check baseUrl (it includes the API prefix, e.g. http://127.0.0.1:8080/v1) and model."
+    elif status == 429:
+        advice = "The backend is rate-limiting requests; try again shortly."
+    elif status >= 500:
+        advice = "The backend failed; its own log says why."
+    else:
+        advice = "Check the profile's settings (model, maxOutputTokens, temperature)."
+    return BackendHTTPError(
+        f"The backend at {base_url} answered {detail}. {advice}", status=status, base_url=base_url
+    )
+
+
+class OpenAICompatibleProvider:
+    """`LLMProvider` for any server that speaks OpenAI's chat completions API."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float,
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        headers = {"User-Agent": f"margin/{__version__}"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s), headers=headers, transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _payload(self, request: ChatRequest, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messages": [message.as_json() for message in request.messages],
+            "stream": stream,
+        }
+        if request.model:
+            body["model"] = request.model
+        if is_reasoning_model(request.model):
+            # OpenAI's reasoning models reject max_tokens and any non-default temperature.
+            body["max_completion_tokens"] = request.max_tokens
+        else:
+            body["max_tokens"] = request.max_tokens
+            body["temperature"] = request.temperature
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _transport_error(self, error: httpx.HTTPError, *, streaming: bool) -> ProviderError:
+        if isinstance(error, httpx.TimeoutException):
+            what = "stopped sending for" if streaming else "did not answer within"
+            return BackendTimeout(
+                f"The backend at {self.base_url} {what} {self.timeout_s:g} s (timeoutS). "
+                "Check that the model server is running and not overloaded, or raise timeoutS.",
+                timeout_s=self.timeout_s,
+                base_url=self.base_url,
+            )
+        if isinstance(error, (httpx.ConnectError, httpx.UnsupportedProtocol)):
+            return BackendUnreachable(
+                f"Nothing answers at {self.base_url} ({type(error).__name__}). Start the model "
+                "server, or fix baseUrl.",
+                base_url=self.base_url,
+            )
+        if streaming:
+            return MalformedStream(
+                f"The backend at {self.base_url} cut the connection in the middle of the reply "
+                f"({type(error).__name__}). Nothing was applied; try again.",
+                base_url=self.base_url,
+            )
+        return MalformedResponse(
+            f"The backend at {self.base_url} closed the connection before replying "
+            f"({type(error).__name__}). Try again; check the model server's log if it repeats.",
+            base_url=self.base_url,
+        )
+
+    def _malformed(self, what: str, cls: type[MalformedResponse] = MalformedResponse) -> MalformedResponse:
+        return cls(
+            f"The backend at {self.base_url} sent {what}, not an OpenAI-compatible chat "
+            "completion. Check that baseUrl points at a /v1 chat completions API.",
+            base_url=self.base_url,
+        )
+
+    async def complete(self, request: ChatRequest) -> ChatReply:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.post(
+                    f"{self.base_url}/chat/completions", json=self._payload(request, stream=False)
+                )
+        except TimeoutError:
+            raise self._transport_error(httpx.ReadTimeout("deadline"), streaming=False) from None
+        except httpx.HTTPError as error:
+            raise self._transport_error(error, streaming=False) from error
+        if response.status_code >= 400:
+            raise error_from_body(response.status_code, response.content, self.base_url)
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError("content is not text")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise self._malformed("a body that is not valid JSON of the expected shape") from None
+        reply = ChatReply(
+            content=content,
+            finish_reason=choice.get("finish_reason"),
+            usage=_usage(data.get("usage")) or Usage(),
+            model=data.get("model"),
+        )
+        log.info(
+            "chat completion done status=%d chars_out=%d prompt_tokens=%s ms=%.0f",
+            response.status_code,
+            len(content),
+            reply.usage.prompt_tokens,
+            (time.perf_counter() - started) * 1000,
+        )
+        return reply
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        payload = self._payload(request, stream=True)
+        try:
+            async with self._client.stream(
+                "POST", f"{self.base_url}/chat/completions", json=payload
+            ) as response:
+                if response.status_code >= 400:
+                    raise error_from_body(
+                        response.status_code, await response.aread(), self.base_url
+                    )
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    # A backend that ignores `stream` and answers in one piece.
+                    reply = self._reply_from_json(await response.aread())
+                    yield ChatDelta(reply.content, reply.finish_reason or "stop", reply.usage)
+                    return
+                async for delta in self._read_events(response):
+                    yield delta
+        except httpx.HTTPError as error:
+            raise self._transport_error(error, streaming=True) from error
+
+    def _reply_from_json(self, body: bytes) -> ChatReply:
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            return ChatReply(
+                choice["message"].get("content") or "",
+                choice.get("finish_reason"),
+                _usage(data.get("usage")) or Usage(),
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise self._malformed("a body that is not valid JSON of the expected shape") from None
+
+    async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
+        finished = False
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, comments, event:/id:/retry: fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise self._malformed("a stream chunk that is not JSON", MalformedStream) from None
+            if not isinstance(chunk, dict):
+                raise self._malformed("a stream chunk that is not an object", MalformedStream)
+            if "error" in chunk:
+                status = chunk["error"].get("code") if isinstance(chunk["error"], dict) else None
+                raise error_from_body(
+                    status if isinstance(status, int) else 500, chunk, self.base_url
+                )
+            text, finish_reason = "", None
+            choices = chunk.get("choices") or []
+            if choices:
+                try:
+                    choice = choices[0]
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    finish_reason = choice.get("finish_reason")
+                except AttributeError:
+                    raise self._malformed("a stream chunk of the wrong shape", MalformedStream) from None
+            usage = _usage(chunk.get("usage"))
+            finished = finished or finish_reason is not None
+            if text or finish_reason or usage:
+                yield ChatDelta(text, finish_reason, usage)
+        if not finished:
+            raise MalformedStream(
+                f"The stream from {self.base_url} ended before the reply was complete. Nothing "
+                "was applied; try again.",
+                base_url=self.base_url,
+            )
+
+    async def probe(self, model: str | None = None) -> BackendInfo:
+        """Asks the backend what it is and how large its context window is: llama.cpp's
+        `/props` (`n_ctx`), then `/models` (vLLM's `max_model_len`)."""
+        timeout = min(self.timeout_s, PROBE_TIMEOUT_S)
+        props_url = f"{server_root(self.base_url)}/props"
+        results = await asyncio.gather(
+            self._client.get(props_url, timeout=timeout),
+            self._client.get(f"{self.base_url}/models", timeout=timeout),
+            return_exceptions=True,
+        )
+        props, models = results
+        if isinstance(models, BaseException) and isinstance(props, BaseException):
+            if isinstance(models, httpx.HTTPError):
+                error = self._transport_error(models, streaming=False)
+                return BackendInfo(self.base_url, reachable=False, error=str(error))
+            raise models
+
+        kind: Any = None
+        window: int | None = None
+        source: str | None = None
+        error_text: str | None = None
+        if isinstance(props, httpx.Response) and props.status_code == 200:
+            try:
+                data = props.json()
+                settings = data.get("default_generation_settings") or {}
+                n_ctx = settings.get("n_ctx", data.get("n_ctx"))
+                if isinstance(n_ctx, int) and n_ctx > 0:
+                    kind, window, source = "llama.cpp", n_ctx, "llama.cpp /props n_ctx"
+            except (ValueError, AttributeError):
+                pass
+
+        ids: list[str] = []
+        if isinstance(models, httpx.Response):
+            if models.status_code >= 400:
+                error_text = str(error_from_body(models.status_code, models.content, self.base_url))
+            else:
+                try:
+                    entries = [e for e in models.json().get("data", []) if isinstance(e, dict)]
+                except (ValueError, AttributeError):
+                    entries = []
+                ids = [str(entry.get("id")) for entry in entries if entry.get("id")]
+                chosen = next((e for e in entries if e.get("id") == model), None)
+                chosen = chosen or (entries[0] if entries else None)
+                if window is None and chosen and isinstance(chosen.get("max_model_len"), int):
+                    kind = "vllm"
+                    window, source = chosen["max_model_len"], "vLLM /models max_model_len"
+                if kind is None and chosen and chosen.get("owned_by") == "llamacpp":
+                    kind = "llama.cpp"
+        kind = kind or "openai-compatible"
+        return BackendInfo(
+            self.base_url,
+            reachable=True,
+            kind=kind,
+            context_window=window,
+            context_window_source=source,
+            models=tuple(ids),
+            error=error_text,
+        )

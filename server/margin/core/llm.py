@@ -1,0 +1,150 @@
+"""What a chat-model backend is to Margin: requests, replies, stream deltas, what a probe of the
+backend learns, and the one hierarchy of errors a backend can raise.
+
+Errors (every one is a `ProviderError`; `kind` is a stable short name for logs):
+
+    ProviderError
+    ├── BackendUnreachable      nothing answers at baseUrl (refused, DNS, TLS)      "unreachable"
+    ├── BackendTimeout          no answer, or a stalled stream, within timeoutS     "timeout"
+    ├── BackendHTTPError        an HTTP error status from the backend               "http_status"
+    │   └── ContextTooLarge     the prompt does not fit the model's window          "context_too_large"
+    └── MalformedResponse       a reply that is not the OpenAI shape                "malformed_response"
+        └── MalformedStream     a stream with a broken chunk, or cut before the end "malformed_stream"
+
+Messages say what happened and what to do; they never include prompt or reply text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal, Protocol, Sequence
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: Sequence[ChatMessage]
+    max_tokens: int
+    temperature: float
+    model: str | None = None
+    response_format: dict[str, Any] | None = None
+    """OpenAI `response_format`, e.g. {"type": "json_schema", "json_schema": {...}}."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: str
+    finish_reason: str | None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDelta:
+    """A piece of a streamed reply. The last delta of a stream carries `finish_reason` (and
+    `usage` when the backend reports it)."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+BackendKind = Literal["llama.cpp", "vllm", "openai-compatible"]
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a probe of a backend learned. `context_window` is None when the backend does not
+    say; `error` is a person-readable reason when it did not answer as expected."""
+
+    base_url: str
+    reachable: bool
+    kind: BackendKind | None = None
+    context_window: int | None = None
+    context_window_source: str | None = None
+    models: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class LLMProvider(Protocol):
+    """An OpenAI-compatible chat backend."""
+
+    async def complete(self, request: ChatRequest) -> ChatReply: ...
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]: ...
+
+    async def probe(self, model: str | None = None) -> BackendInfo: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProviderError(Exception):
+    kind = "provider_error"
+
+    def __init__(self, message: str, *, base_url: str | None = None) -> None:
+        super().__init__(message)
+        self.base_url = base_url
+
+
+class BackendUnreachable(ProviderError):
+    kind = "unreachable"
+
+
+class BackendTimeout(ProviderError):
+    kind = "timeout"
+
+    def __init__(self, message: str, *, timeout_s: float, base_url: str | None = None) -> None:
+        super().__init__(message, base_url=base_url)
+        self.timeout_s = timeout_s
+
+
+class BackendHTTPError(ProviderError):
+    kind = "http_status"
+
+    def __init__(self, message: str, *, status: int, base_url: str | None = None) -> None:
+        super().__init__(message, base_url=base_url)
+        self.status = status
+
+
+class ContextTooLarge(BackendHTTPError):
+    """The backend refused the prompt as larger than its context window. Either size may be
+    unknown when the backend does not state it."""
+
+    kind = "context_too_large"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        prompt_tokens: int | None,
+        context_window: int | None,
+        base_url: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, base_url=base_url)
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
+
+
+class MalformedResponse(ProviderError):
+    kind = "malformed_response"
+
+
+class MalformedStream(MalformedResponse):
+    kind = "malformed_stream"

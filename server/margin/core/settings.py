@@ -1,0 +1,320 @@
+"""Settings: four capability profiles resolved from layered sources, validated once.
+
+Sources, later overriding earlier: built-in defaults, the `defaults` block (inherited by every
+profile), `initializationOptions`, workspace settings (`workspace/didChangeConfiguration` or
+`workspace/configuration`, section `margin`), and `MARGIN_<PROFILE>_<FIELD>` environment
+variables. A value set for a profile in any source beats a value from any `defaults` block;
+among `defaults` blocks, and among profile blocks, the later source wins. A source that holds an
+invalid value is rejected whole, with problems that name the field and the source, and the
+caller keeps the last good settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
+from pydantic.alias_generators import to_camel
+
+PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps")
+"""Capability profiles, in the order they are shown."""
+
+TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "heuristic")
+
+
+def _check_base_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            "must be an http(s) URL including the API prefix, e.g. http://127.0.0.1:8080/v1"
+        )
+    return value.rstrip("/")
+
+
+def _check_tokenizer(value: str) -> str:
+    kind = value.split(":", 1)[0]
+    if value != "auto" and kind not in TOKENIZER_KINDS:
+        raise ValueError(
+            "must be 'auto' or one of tiktoken[:ENCODING], tekken[:FILE], llama.cpp, heuristic"
+        )
+    if kind in ("llama.cpp", "heuristic") and ":" in value:
+        raise ValueError(f"'{kind}' takes no ':' suffix")
+    return value
+
+
+def _auto_or_int(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return value
+
+
+def _blank_is_unset(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+BaseUrl = Annotated[str, AfterValidator(_check_base_url)]
+Tokenizer = Annotated[str, AfterValidator(_check_tokenizer)]
+ContextWindow = Annotated[
+    Literal["auto"] | Annotated[int, Field(ge=256)], BeforeValidator(_auto_or_int)
+]
+OptionalName = Annotated[str | None, BeforeValidator(_blank_is_unset)]
+
+# One definition of every profile field: (type, constraint). Both the complete profile and
+# the partial layers are built from it, so they cannot drift apart.
+_PROFILE_FIELDS: dict[str, Any] = {
+    "enabled": bool,
+    "base_url": BaseUrl,
+    "model": OptionalName,
+    "api_key_env": OptionalName,
+    "context_window": ContextWindow,
+    "max_output_tokens": Annotated[int, Field(ge=1)],
+    "temperature": Annotated[float, Field(ge=0, le=2)],
+    "timeout_s": Annotated[float, Field(gt=0, le=3600)],
+    "tokenizer": Tokenizer,
+    "template": Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")],
+}
+
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+)
+
+
+class ProfileSettings(BaseModel):
+    """A capability profile, complete: what one kind of request runs with."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool
+    base_url: BaseUrl
+    model: OptionalName
+    api_key_env: OptionalName
+    context_window: ContextWindow
+    max_output_tokens: Annotated[int, Field(ge=1)]
+    temperature: Annotated[float, Field(ge=0, le=2)]
+    timeout_s: Annotated[float, Field(gt=0, le=3600)]
+    tokenizer: Tokenizer
+    template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+assert set(ProfileSettings.model_fields) == set(_PROFILE_FIELDS)
+
+PartialProfile = create_model(  # type: ignore[call-overload]
+    "PartialProfile",
+    __config__=_MODEL_CONFIG,
+    **{name: (kind | None, None) for name, kind in _PROFILE_FIELDS.items()},
+)
+"""A profile as one source states it: any subset of the fields."""
+
+_LOCAL = "http://127.0.0.1:8080/v1"
+
+BUILTIN_PROFILES: dict[str, ProfileSettings] = {
+    name: ProfileSettings(
+        enabled=True,
+        base_url=_LOCAL,
+        model=None,
+        api_key_env=None,
+        context_window="auto",
+        max_output_tokens=tokens,
+        temperature=temperature,
+        timeout_s=timeout,
+        tokenizer="auto",
+        template=template,
+    )
+    for name, tokens, temperature, timeout, template in (
+        ("completion", 128, 0.2, 10.0, "completion_v1"),
+        ("edit", 1024, 0.2, 60.0, "edit_v1"),
+        ("chat", 1024, 0.7, 120.0, "chat_v1"),
+        ("chatOps", 2048, 0.2, 120.0, "chat_ops_v1"),
+    )
+}
+
+
+class Settings(BaseModel):
+    """Everything Margin is configured with, resolved."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profiles: dict[str, ProfileSettings]
+
+    def profile(self, name: str) -> ProfileSettings:
+        return self.profiles[name]
+
+
+BUILTIN = Settings(profiles=BUILTIN_PROFILES)
+
+# Keys a client may send in the `margin` section that belong to the client, not the server
+# (VS Code's `margin.trace.server`).
+_CLIENT_KEYS = frozenset({"trace"})
+
+
+@dataclass(frozen=True)
+class Source:
+    """One layer of settings: a name a person recognises and the `margin` section it holds.
+    `labels` maps a field path (`chat.temperature`) to what the user actually wrote, when that
+    differs (`MARGIN_CHAT_TEMPERATURE`)."""
+
+    name: str
+    values: Mapping[str, Any]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Problem:
+    source: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} (from {self.source})"
+
+
+class SettingsError(ValueError):
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
+
+
+def _did_you_mean(name: str) -> str:
+    known = [to_camel(field) for field in _PROFILE_FIELDS]
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _problems_from(error: ValidationError, source: Source, prefix: str) -> list[Problem]:
+    problems = []
+    for item in error.errors():
+        path = ".".join([prefix, *(str(part) for part in item["loc"])])
+        path = source.labels.get(path, path)
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown setting" + _did_you_mean(str(item["loc"][-1]))
+        elif item.get("input") is not None and item["type"] != "missing":
+            message = f"{message} (got {item['input']!r})"
+        problems.append(Problem(source.name, path, message))
+    return problems
+
+
+def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
+    """A source's blocks as {block: {field: value}} with only the fields it sets."""
+    blocks: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
+    if not isinstance(source.values, Mapping):
+        return {}, [Problem(source.name, "margin", "must be an object")]
+    for key, value in source.values.items():
+        if key in _CLIENT_KEYS:
+            continue
+        if key != "defaults" and key not in PROFILES:
+            expected = ", ".join(("defaults", *PROFILES))
+            problems.append(
+                Problem(source.name, key, f"unknown setting (expected one of {expected})")
+            )
+            continue
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            problems.append(Problem(source.name, key, "must be an object"))
+            continue
+        try:
+            partial = PartialProfile.model_validate(dict(value))
+        except ValidationError as error:
+            problems.extend(_problems_from(error, source, key))
+            continue
+        blocks[key] = partial.model_dump(exclude_none=True)
+    return blocks, problems
+
+
+def resolve(sources: Sequence[Source]) -> Settings:
+    """Built-in defaults overlaid with `sources` (earliest first). Raises SettingsError naming
+    every invalid field, with its source."""
+    parsed = []
+    problems: list[Problem] = []
+    for source in sources:
+        blocks, found = _parse_source(source)
+        parsed.append(blocks)
+        problems.extend(found)
+    if problems:
+        raise SettingsError(problems)
+
+    profiles = {}
+    for name in PROFILES:
+        values = BUILTIN_PROFILES[name].model_dump()
+        for blocks in parsed:
+            values.update(blocks.get("defaults", {}))
+        for blocks in parsed:
+            values.update(blocks.get(name, {}))
+        profiles[name] = ProfileSettings.model_validate(values)
+    return Settings(profiles=profiles)
+
+
+_ENV_PREFIX = "MARGIN_"
+def _env_name(block: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", block).upper()
+
+
+_ENV_BLOCK_NAMES = sorted(
+    ((_env_name(block), block) for block in ("defaults", *PROFILES)),
+    key=lambda pair: len(pair[0]),
+    reverse=True,
+)
+_ENV_FIELDS = {name.upper(): to_camel(name) for name in _PROFILE_FIELDS}
+
+
+def environment_source(environ: Mapping[str, str]) -> Source:
+    """`MARGIN_<PROFILE>_<FIELD>` variables as a source (e.g. MARGIN_CHAT_OPS_MODEL,
+    MARGIN_DEFAULTS_BASE_URL). A variable that names a profile and an unknown field is
+    reported as an unknown setting; other MARGIN_ variables are not settings and are ignored."""
+    values: dict[str, dict[str, Any]] = {}
+    labels: dict[str, str] = {}
+    for key in sorted(environ):
+        if not key.startswith(_ENV_PREFIX):
+            continue
+        rest = key[len(_ENV_PREFIX) :]
+        for env_block, block in _ENV_BLOCK_NAMES:
+            if rest.startswith(env_block + "_"):
+                name = _ENV_FIELDS.get(rest[len(env_block) + 1 :], key)
+                values.setdefault(block, {})[name] = environ[key]
+                labels[f"{block}.{name}"] = key
+                break
+    return Source("environment variables", values, labels)
+
+
+class SettingsState:
+    """The settings in force, and the layers they come from. An update whose result does not
+    validate is not taken: the last good settings stay in force and the problems are returned
+    for the user to see."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._layers: dict[str, Source | None] = {"init": None, "workspace": None, "env": None}
+        self.startup_problems: list[Problem] = []
+        env = environment_source(environ)
+        try:
+            self.current = resolve([env])
+            self._layers["env"] = env
+        except SettingsError as error:
+            self.current = BUILTIN
+            self.startup_problems = error.problems
+
+    def _sources(self) -> list[Source]:
+        return [layer for layer in self._layers.values() if layer is not None]
+
+    def update(self, layer: Literal["init", "workspace"], source: Source) -> list[Problem]:
+        previous = self._layers[layer]
+        self._layers[layer] = source
+        try:
+            self.current = resolve(self._sources())
+        except SettingsError as error:
+            self._layers[layer] = previous
+            return error.problems
+        return []

@@ -1,0 +1,1 @@
+"""Token counting: which tokenizer a profile uses, and the counters themselves."""

@@ -1,0 +1,47 @@
+"""`margin-lsp`: the language server over stdio (default) or TCP."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from margin import __version__, logs
+
+log = logging.getLogger(__name__)
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="margin-lsp", description="Margin language server (stdio unless --tcp is given)."
+    )
+    parser.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on TCP instead of stdio")
+    parser.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for clients that pass it)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR; also MARGIN_LOG_LEVEL")
+    parser.add_argument("--log-file", default=None, help="write logs here instead of stderr")
+    parser.add_argument("--version", action="version", version=f"margin-lsp {__version__}")
+    args = parser.parse_args(argv)
+
+    logs.configure(args.log_level, args.log_file)
+
+    from margin.lsp.server import create_server
+    from margin.wiring import build_app
+
+    server = create_server(build_app())
+    log.info("margin-lsp %s starting transport=%s", __version__, "tcp" if args.tcp else "stdio")
+    if args.tcp:
+        server.start_tcp(*args.tcp)
+    else:
+        server.start_io(sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

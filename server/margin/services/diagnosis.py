@@ -1,0 +1,78 @@
+"""What each profile would run with right now: backend reachable or not, the context window and
+where it came from, the tokenizer. Shared by `margin/status` and `margin doctor`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+
+from margin.core.settings import PROFILES, Settings
+from margin.core.tokens.choice import choose_tokenizer
+from margin.services.backends import Backends
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    name: str
+    enabled: bool
+    base_url: str
+    model: str | None
+    api_key: str
+    reachable: bool | None
+    backend: str | None
+    context_window: int
+    context_window_source: str
+    tokenizer: str
+    exact: bool
+    error: str | None
+
+    def as_status(self) -> dict[str, object]:
+        """The `margin/status` shape (camelCase)."""
+        return {
+            "enabled": self.enabled,
+            "model": self.model,
+            "baseUrl": self.base_url,
+            "reachable": self.reachable,
+            "backend": self.backend,
+            "contextWindow": self.context_window,
+            "contextWindowSource": self.context_window_source,
+            "tokenizer": self.tokenizer,
+            "exact": self.exact,
+            "error": self.error,
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+async def diagnose(settings: Settings, backends: Backends, *, fresh: bool = False) -> list[ProfileReport]:
+    """One report per profile. Enabled profiles' backends are probed (concurrently, each at most
+    once); disabled ones are reported without contacting anything."""
+
+    async def report(name: str) -> ProfileReport:
+        profile = settings.profile(name)
+        info = await backends.probe(name, profile, fresh=fresh) if profile.enabled else None
+        window, source = backends.context_window(profile, info)
+        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind if info else None)
+        key = backends.api_key(profile)
+        error = info.error if info else None
+        if key.needed and not key.present:
+            error = f"the API key variable ${key.variable} (apiKeyEnv) is not set" + (
+                f"; {error}" if error else ""
+            )
+        return ProfileReport(
+            name=name,
+            enabled=profile.enabled,
+            base_url=profile.base_url,
+            model=profile.model,
+            api_key=key.describe(),
+            reachable=info.reachable if info else None,
+            backend=info.kind if info else None,
+            context_window=window,
+            context_window_source=source,
+            tokenizer=choice.name,
+            exact=choice.exact,
+            error=error,
+        )
+
+    return list(await asyncio.gather(*(report(name) for name in PROFILES)))

@@ -1,0 +1,17 @@
+"""The composition root: real adapters plugged into the services."""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from margin.adapters.openai_http import OpenAICompatibleProvider
+from margin.services.app import MarginApp
+
+
+def make_provider(base_url: str, timeout_s: float, api_key: str | None) -> OpenAICompatibleProvider:
+    return OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key)
+
+
+def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
+    return MarginApp.create(make_provider, os.environ if environ is None else environ)

@@ -1,0 +1,89 @@
+"""Fixtures shared by every test: the fake backend, the real llama.cpp server, a clean env."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.fake_openai import FakeBackend
+
+REPO = Path(__file__).resolve().parents[1]
+LLAMA_CONTEXT = 4096
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The test process's environment without any MARGIN_ settings of the developer's, so the
+    server under test sees only what the test gives it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARGIN_")}
+    env["MARGIN_LOG_LEVEL"] = overrides.pop("MARGIN_LOG_LEVEL", "INFO")
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture
+def fake():
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 8192}},
+                     models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as backend:
+        yield backend
+
+
+@dataclass
+class LlamaServer:
+    base_url: str
+    root: str
+    log_path: Path
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory) -> LlamaServer:
+    """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
+    port. scripts/install-model-server.sh installs it (a no-op when already installed)."""
+    installed = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install-model-server.sh")],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip().splitlines()[-1]
+    home = Path(installed)
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(home / "venv" / "bin" / "llama-cpp-server"), "-m", str(home / "gemma-3-270m-q4_k_m.gguf"),
+             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    root = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{root}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama-server did not become healthy:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield LlamaServer(base_url=f"{root}/v1", root=root, log_path=log_path)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)

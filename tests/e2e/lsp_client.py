@@ -1,0 +1,105 @@
+"""Drive the real `margin-lsp` process with pytest-lsp's client."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from lsprotocol import types
+from pygls.protocol import JsonRPCResponseMessage
+from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import make_test_lsp_client
+
+from tests.conftest import clean_env
+
+UTF16_CLIENT = types.ClientCapabilities(
+    workspace=types.WorkspaceClientCapabilities(configuration=True),
+)
+UTF8_CLIENT = types.ClientCapabilities(
+    general=types.GeneralClientCapabilities(
+        position_encodings=[types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16]
+    ),
+    workspace=types.WorkspaceClientCapabilities(configuration=True),
+)
+
+
+def _client() -> LanguageClient:
+    client = make_test_lsp_client()
+    # Results of Margin's own requests as plain JSON, not pygls' namedtuples.
+    client.protocol._converter.register_structure_hook(
+        JsonRPCResponseMessage, lambda obj, cls: cls(**obj)
+    )
+    return client
+
+
+@contextlib.asynccontextmanager
+async def margin_client(
+    *,
+    env: dict[str, str] | None = None,
+    init_options: Any = None,
+    capabilities: types.ClientCapabilities = UTF16_CLIENT,
+    args: tuple[str, ...] = (),
+    root: Path | None = None,
+    shutdown: bool = True,
+) -> AsyncIterator[LanguageClient]:
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "margin.lsp.main", *args],
+        client_factory=_client,
+        server_env=clean_env(**(env or {})),
+    )
+    client = await config.start()
+    exited = False
+    try:
+        client.init_result = await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities,
+                initialization_options=init_options,
+                root_uri=root.as_uri() if root else None,
+                client_info=types.ClientInfo(name="pytest-lsp"),
+            )
+        )
+        yield client
+        if shutdown:
+            await client.shutdown_session()
+            exited = True
+    finally:
+        # A failed test must not leave stop() waiting for a server that was never told to exit.
+        if not exited and client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
+
+
+async def request(client: LanguageClient, method: str, params: Any = None) -> Any:
+    return await client.protocol.send_request_async(method, params if params is not None else {})
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, version: int = 1, language: str = "python") -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text))
+    )
+
+
+def change_doc(client: LanguageClient, uri: str, version: int, *changes: tuple[tuple[int, int, int, int] | None, str]) -> None:
+    events: list[Any] = []
+    for span, text in changes:
+        if span is None:
+            events.append(types.TextDocumentContentChangeWholeDocument(text=text))
+        else:
+            sl, sc, el, ec = span
+            events.append(types.TextDocumentContentChangePartial(
+                range=types.Range(types.Position(sl, sc), types.Position(el, ec)), text=text))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=events,
+    ))
+
+
+async def status(client: LanguageClient, **params: Any) -> dict[str, Any]:
+    return await request(client, "margin/status", params)
+
+
+async def file_status(client: LanguageClient, uri: str) -> dict[str, Any]:
+    files = {f["uri"]: f for f in (await status(client))["files"]}
+    return files[uri]

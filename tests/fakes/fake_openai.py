@@ -1,0 +1,247 @@
+"""A scriptable OpenAI-compatible HTTP server on loopback, for deterministic backend cases.
+
+    with FakeBackend() as fake:
+        fake.script(reply("hello"), status(500, {"error": {"message": "boom"}}))
+        ... point a profile's baseUrl at fake.base_url ...
+        fake.requests   # every /chat/completions body received, in order
+
+Each `/chat/completions` request takes the next scripted step; with none left it gets
+`fake.default` (a short "ok" reply). A `reply` answers in the mode the request asked for
+(streamed as SSE when `stream: true`). `/props` and `/models` answer with `props` and `models`
+(404 when None), so context-window detection can be tested too.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Step:
+    """What the fake does with one chat request."""
+
+    kind: str
+    content: str = ""
+    chunks: list[str] = field(default_factory=list)
+    finish_reason: str | None = "stop"
+    status: int = 200
+    body: Any = None
+    delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    cut_after: int | None = None
+    send_done: bool = True
+    usage: dict[str, int] | None = None
+    lines: list[str] = field(default_factory=list)
+    content_type: str = "application/json"
+
+
+def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None,
+          chunk_size: int = 4, delay_s: float = 0.0, chunk_delay_s: float = 0.0) -> Step:
+    """A normal reply; streamed in `chunk_size`-character pieces when the request streams."""
+    pieces = [content[i : i + chunk_size] for i in range(0, len(content), chunk_size)] or [""]
+    return Step("reply", content=content, chunks=pieces, finish_reason=finish_reason,
+                usage=usage, delay_s=delay_s, chunk_delay_s=chunk_delay_s)
+
+
+def stream(chunks: list[str], *, finish_reason: str | None = "stop", chunk_delay_s: float = 0.0,
+           cut_after: int | None = None, send_done: bool = True,
+           usage: dict[str, int] | None = None) -> Step:
+    """An SSE stream of `chunks`. `cut_after=n` drops the connection after n chunks, mid-body;
+    `finish_reason=None, send_done=False` ends the body cleanly but without finishing."""
+    return Step("stream", chunks=chunks, finish_reason=finish_reason, chunk_delay_s=chunk_delay_s,
+                cut_after=cut_after, send_done=send_done, usage=usage)
+
+
+def status(code: int, body: Any = None) -> Step:
+    """An HTTP error status with a JSON (dict) or raw (str) body."""
+    return Step("status", status=code, body=body if body is not None else {"error": {"message": "error"}})
+
+
+def raw(body: str, *, content_type: str = "application/json", code: int = 200) -> Step:
+    """A body sent as is (e.g. broken JSON)."""
+    return Step("raw", body=body, content_type=content_type, status=code)
+
+
+def sse_lines(lines: list[str]) -> Step:
+    """SSE `data:` payloads sent as is (e.g. a chunk that is not JSON)."""
+    return Step("sse", lines=lines)
+
+
+def hang(seconds: float) -> Step:
+    """Accept the request and say nothing for `seconds`."""
+    return Step("hang", delay_s=seconds)
+
+
+class FakeBackend:
+    def __init__(self, *, props: dict[str, Any] | None = None,
+                 models: list[dict[str, Any]] | None = None) -> None:
+        self.props = props
+        self.models = models
+        self.default: Step = reply("ok")
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._steps: list[Step] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *steps: Step) -> None:
+        with self._lock:
+            self._steps.extend(steps)
+
+    def __enter__(self) -> FakeBackend:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_step(self, body: dict[str, Any], headers: dict[str, str]) -> Step:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            return self._steps.pop(0) if self._steps else self.default
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _json(self, code: int, payload: Any) -> None:
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/props" and fake.props is not None:
+                    self._json(200, fake.props)
+                elif path == "/v1/models" and fake.models is not None:
+                    self._json(200, {"object": "list", "data": fake.models})
+                elif path == "/health":
+                    self._json(200, {"status": "ok"})
+                else:
+                    self._json(404, {"error": {"message": f"no {path}", "code": 404}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw_body = self.rfile.read(length)
+                if self.path.split("?", 1)[0] != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": "not found"}})
+                    return
+                body = json.loads(raw_body or b"{}")
+                step = fake._next_step(body, {k.lower(): v for k, v in self.headers.items()})
+                if step.delay_s and step.kind != "hang":
+                    fake._stopping.wait(step.delay_s)
+                handler: Callable[[Step, dict[str, Any]], None] = getattr(self, f"_do_{step.kind}")
+                try:
+                    handler(step, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away, as clients that cancel do
+
+            def _do_hang(self, step: Step, body: dict[str, Any]) -> None:
+                fake._stopping.wait(step.delay_s)
+                self.close_connection = True
+
+            def _do_status(self, step: Step, body: dict[str, Any]) -> None:
+                self._json(step.status, step.body)
+
+            def _do_raw(self, step: Step, body: dict[str, Any]) -> None:
+                data = step.body.encode()
+                self.send_response(step.status)
+                self.send_header("Content-Type", step.content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _do_reply(self, step: Step, body: dict[str, Any]) -> None:
+                if body.get("stream"):
+                    self._do_stream(step, body)
+                    return
+                usage = step.usage or {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+                self._json(200, {
+                    "id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model") or "fake",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
+                                 "finish_reason": step.finish_reason}],
+                    "usage": usage,
+                })
+
+            def _start_sse(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+            def _write_chunk(self, text: str) -> None:
+                data = text.encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _end_chunks(self) -> None:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _cut(self) -> None:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+
+            def _do_stream(self, step: Step, body: dict[str, Any]) -> None:
+                self._start_sse()
+
+                def event(delta: dict[str, Any], finish: str | None) -> str:
+                    return "data: " + json.dumps({
+                        "id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }) + "\n\n"
+
+                self._write_chunk(event({"role": "assistant", "content": ""}, None))
+                for index, piece in enumerate(step.chunks):
+                    if step.cut_after is not None and index >= step.cut_after:
+                        self._cut()
+                        return
+                    if step.chunk_delay_s:
+                        time.sleep(step.chunk_delay_s)
+                    self._write_chunk(event({"content": piece}, None))
+                if step.finish_reason is not None:
+                    self._write_chunk(event({}, step.finish_reason))
+                    usage = step.usage or {"prompt_tokens": 10, "completion_tokens": len(step.chunks)}
+                    self._write_chunk("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
+                if step.send_done:
+                    self._write_chunk("data: [DONE]\n\n")
+                self._end_chunks()
+
+            def _do_sse(self, step: Step, body: dict[str, Any]) -> None:
+                self._start_sse()
+                for line in step.lines:
+                    self._write_chunk(f"data: {line}\n\n")
+                self._end_chunks()
+
+        return Handler

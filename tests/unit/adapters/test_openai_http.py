@@ -1,0 +1,307 @@
+"""The OpenAI-compatible provider against the scriptable fake backend over real loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from margin.adapters.openai_http import OpenAICompatibleProvider, error_from_body, server_root
+from margin.core.llm import (
+    BackendHTTPError,
+    BackendTimeout,
+    BackendUnreachable,
+    ChatMessage,
+    ChatRequest,
+    ContextTooLarge,
+    MalformedResponse,
+    MalformedStream,
+)
+from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
+
+REQUEST = ChatRequest(
+    messages=[ChatMessage("system", "be brief"), ChatMessage("user", "hi")],
+    max_tokens=32,
+    temperature=0.1,
+    model="local-model",
+)
+
+
+@pytest.fixture
+def fake():
+    with FakeBackend() as backend:
+        yield backend
+
+
+@pytest.fixture
+async def provider(fake):
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=2.0)
+    yield p
+    await p.aclose()
+
+
+async def collect(provider, request=REQUEST):
+    return [delta async for delta in provider.stream(request)]
+
+
+async def test_complete_returns_reply_usage_and_sends_openai_shape(fake, provider):
+    fake.script(reply("Hello there.", usage={"prompt_tokens": 17, "completion_tokens": 3}))
+    result = await provider.complete(REQUEST)
+    assert result.content == "Hello there."
+    assert result.finish_reason == "stop"
+    assert result.usage.prompt_tokens == 17 and result.usage.completion_tokens == 3
+    sent = fake.requests[0]
+    assert sent["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert sent["model"] == "local-model" and sent["max_tokens"] == 32 and sent["stream"] is False
+    assert sent["temperature"] == 0.1
+    assert "authorization" not in fake.headers[0]
+
+
+async def test_stream_yields_text_in_order_then_finish_and_usage(fake, provider):
+    fake.script(reply("The quick brown fox", chunk_size=5, usage={"prompt_tokens": 9, "completion_tokens": 4}))
+    deltas = await collect(provider)
+    assert "".join(d.text for d in deltas) == "The quick brown fox"
+    assert len([d for d in deltas if d.text]) == 4
+    assert any(d.finish_reason == "stop" for d in deltas)
+    assert deltas[-1].usage is not None and deltas[-1].usage.prompt_tokens == 9
+    assert fake.requests[0]["stream"] is True
+    assert fake.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_api_key_is_sent_as_bearer_token(fake):
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=2.0, api_key="sk-test-123")
+    try:
+        await p.complete(REQUEST)
+    finally:
+        await p.aclose()
+    assert fake.headers[0]["authorization"] == "Bearer sk-test-123"
+
+
+async def test_reasoning_models_get_max_completion_tokens_and_no_temperature(fake, provider):
+    await provider.complete(ChatRequest([ChatMessage("user", "x")], max_tokens=50, temperature=0.3, model="gpt-5-mini"))
+    sent = fake.requests[0]
+    assert sent["max_completion_tokens"] == 50
+    assert "max_tokens" not in sent and "temperature" not in sent
+
+
+async def test_response_format_is_passed_through(fake, provider):
+    schema = {"type": "json_schema", "json_schema": {"name": "ops", "schema": {"type": "object"}}}
+    await provider.complete(ChatRequest([ChatMessage("user", "x")], 5, 0.0, response_format=schema))
+    assert fake.requests[0]["response_format"] == schema
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_unreachable_backend(streaming):
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    p = OpenAICompatibleProvider(base, timeout_s=2.0)
+    try:
+        with pytest.raises(BackendUnreachable) as caught:
+            await (collect(p) if streaming else p.complete(REQUEST))
+    finally:
+        await p.aclose()
+    assert base in str(caught.value) and "Start the model server" in str(caught.value)
+    assert caught.value.kind == "unreachable"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_timeout_when_backend_never_answers(fake, streaming):
+    fake.script(hang(5))
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=0.3)
+    try:
+        with pytest.raises(BackendTimeout) as caught:
+            await (collect(p) if streaming else p.complete(REQUEST))
+    finally:
+        await p.aclose()
+    assert caught.value.timeout_s == 0.3 and "timeoutS" in str(caught.value)
+
+
+async def test_non_streamed_deadline_is_total_not_per_read(fake):
+    # Bytes trickle in (each gap under the timeout), but the whole answer takes longer.
+    fake.script(reply("x", delay_s=0.5))
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=0.3)
+    try:
+        with pytest.raises(BackendTimeout):
+            await p.complete(REQUEST)
+    finally:
+        await p.aclose()
+
+
+async def test_stream_that_keeps_arriving_is_not_cut_by_timeout(fake):
+    fake.script(stream(["a", "b", "c", "d", "e", "f"], chunk_delay_s=0.1))
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=0.35)
+    try:
+        deltas = await collect(p)
+    finally:
+        await p.aclose()
+    assert "".join(d.text for d in deltas) == "abcdef"
+
+
+async def test_stalled_stream_times_out(fake):
+    fake.script(stream(["a", "b"], chunk_delay_s=1.0))
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=0.3)
+    try:
+        with pytest.raises(BackendTimeout) as caught:
+            await collect(p)
+    finally:
+        await p.aclose()
+    assert "stopped sending" in str(caught.value)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("code,advice", [(401, "API key"), (404, "baseUrl"), (429, "rate"), (500, "failed"), (422, "settings")])
+async def test_http_status_errors(fake, provider, streaming, code, advice):
+    fake.script(status(code, {"error": {"message": f"upstream says {code}", "type": "x"}}))
+    with pytest.raises(BackendHTTPError) as caught:
+        await (collect(provider) if streaming else provider.complete(REQUEST))
+    assert type(caught.value) is BackendHTTPError
+    assert caught.value.status == code
+    assert f"HTTP {code}: upstream says {code}" in str(caught.value) and advice in str(caught.value)
+
+
+LLAMA_CPP_TOO_LARGE = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                                 "type": "exceed_context_size_error", "n_prompt_tokens": 5123, "n_ctx": 4096}}
+OPENAI_TOO_LARGE = {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
+                              "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+VLLM_TOO_LARGE = {"object": "error", "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4500 in the messages, 500 in the completion). Please reduce the length of the messages or completion.",
+                  "type": "BadRequestError", "param": None, "code": 400}
+VLLM_NEW_TOO_LARGE = {"error": {"message": "'max_tokens' or 'max_completion_tokens' is too large: 500. This model's maximum context length is 4096 tokens and your request has 3700 input tokens (500 > 4096 - 3700).",
+                                "type": "BadRequestError", "code": 400}}
+MISTRAL_TOO_LARGE = {"object": "error", "message": "Prompt contains 40012 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+                     "type": "invalid_request_message_error", "code": "3051"}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("body,prompt,window", [
+    (LLAMA_CPP_TOO_LARGE, 5123, 4096),
+    (OPENAI_TOO_LARGE, 130512, 128000),
+    (VLLM_TOO_LARGE, 4500, 4096),
+    (VLLM_NEW_TOO_LARGE, 3700, 4096),
+    (MISTRAL_TOO_LARGE, 40012, 32768),
+])
+async def test_context_too_large_is_recognised_with_sizes(fake, provider, streaming, body, prompt, window):
+    fake.script(status(400, body))
+    with pytest.raises(ContextTooLarge) as caught:
+        await (collect(provider) if streaming else provider.complete(REQUEST))
+    error = caught.value
+    assert (error.prompt_tokens, error.context_window, error.status) == (prompt, window, 400)
+    assert f"the prompt is {prompt} tokens" in str(error) and f"window is {window} tokens" in str(error)
+
+
+def test_context_too_large_without_sizes_says_so():
+    error = error_from_body(400, {"error": {"message": "context length exceeded"}}, "http://x/v1")
+    assert isinstance(error, ContextTooLarge)
+    assert error.prompt_tokens is None and "unknown number of tokens" in str(error)
+
+
+async def test_broken_json_body_is_malformed_response(fake, provider):
+    fake.script(raw('{"choices": [{"message": {"content": "hi"'))
+    with pytest.raises(MalformedResponse) as caught:
+        await provider.complete(REQUEST)
+    assert type(caught.value) is MalformedResponse and "not an OpenAI-compatible" in str(caught.value)
+
+
+async def test_wrong_shape_body_is_malformed_response(fake, provider):
+    fake.script(raw(json.dumps({"result": "hi"})))
+    with pytest.raises(MalformedResponse):
+        await provider.complete(REQUEST)
+
+
+async def test_stream_chunk_that_is_not_json_is_malformed_stream(fake, provider):
+    good = json.dumps({"choices": [{"index": 0, "delta": {"content": "he"}, "finish_reason": None}]})
+    fake.script(sse_lines([good, '{"choices": [{"delta": {"content": "llo"']))
+    with pytest.raises(MalformedStream) as caught:
+        await collect(provider)
+    assert "not JSON" in str(caught.value)
+
+
+async def test_stream_cut_mid_body_is_malformed_stream(fake, provider):
+    fake.script(stream(["one ", "two ", "three"], cut_after=2))
+    received = []
+    with pytest.raises(MalformedStream) as caught:
+        async for delta in provider.stream(REQUEST):
+            received.append(delta.text)
+    assert "".join(received) == "one two "
+    assert "cut the connection" in str(caught.value)
+
+
+async def test_stream_ending_cleanly_without_finishing_is_malformed_stream(fake, provider):
+    fake.script(stream(["partial"], finish_reason=None, send_done=False))
+    with pytest.raises(MalformedStream) as caught:
+        await collect(provider)
+    assert "ended before the reply was complete" in str(caught.value)
+
+
+async def test_error_object_inside_stream_is_typed(fake, provider):
+    fake.script(sse_lines([json.dumps(LLAMA_CPP_TOO_LARGE)]))
+    with pytest.raises(ContextTooLarge) as caught:
+        await collect(provider)
+    assert caught.value.prompt_tokens == 5123
+
+
+async def test_next_request_works_after_a_failure(fake, provider):
+    fake.script(stream(["x"], cut_after=0), reply("fine"))
+    with pytest.raises(MalformedStream):
+        await collect(provider)
+    assert "".join(d.text for d in await collect(provider)) == "fine"
+
+
+async def test_backend_that_ignores_stream_flag_still_streams_one_piece(fake, provider):
+    fake.script(raw(json.dumps({"choices": [{"message": {"content": "whole"}, "finish_reason": "stop"}]})))
+    deltas = await collect(provider)
+    assert [d.text for d in deltas] == ["whole"] and deltas[0].finish_reason == "stop"
+
+
+def test_server_root_strips_api_prefix():
+    assert server_root("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080"
+    assert server_root("http://h/proxy/v1/") == "http://h/proxy"
+    assert server_root("https://api.example.com/openai") == "https://api.example.com/openai"
+
+
+async def test_probe_reads_llama_cpp_props():
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 4096}},
+                     models=[{"id": "gemma", "owned_by": "llamacpp"}]) as fake:
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2)
+        info = await p.probe()
+        await p.aclose()
+    assert info.reachable and info.kind == "llama.cpp"
+    assert info.context_window == 4096 and "props" in info.context_window_source
+    assert info.models == ("gemma",)
+
+
+async def test_probe_reads_vllm_max_model_len_for_the_configured_model():
+    with FakeBackend(models=[{"id": "other", "max_model_len": 2048}, {"id": "mine", "max_model_len": 32768}]) as fake:
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2)
+        info = await p.probe(model="mine")
+        await p.aclose()
+    assert info.kind == "vllm" and info.context_window == 32768
+
+
+async def test_probe_of_plain_openai_compatible_server_reports_no_window():
+    with FakeBackend(models=[{"id": "m"}]) as fake:
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2)
+        info = await p.probe()
+        await p.aclose()
+    assert info.reachable and info.kind == "openai-compatible" and info.context_window is None
+
+
+async def test_probe_of_nothing_reports_unreachable():
+    p = OpenAICompatibleProvider(f"http://127.0.0.1:{free_port()}/v1", timeout_s=2)
+    info = await p.probe()
+    await p.aclose()
+    assert not info.reachable and "Nothing answers" in info.error
+
+
+async def test_probe_reports_auth_failure_as_reachable_with_error():
+    with FakeBackend() as fake:
+        fake.models = None
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2)
+        info = await p.probe()
+        await p.aclose()
+    assert info.reachable and "HTTP 404" in info.error
