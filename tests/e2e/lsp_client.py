@@ -43,13 +43,17 @@ async def margin_client(
     args: tuple[str, ...] = (),
     root: Path | None = None,
     shutdown: bool = True,
+    configuration: dict[str, Any] | None = None,
 ) -> AsyncIterator[LanguageClient]:
+    """`configuration` is what the client answers to workspace/configuration (section margin)."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "margin.lsp.main", *args],
         client_factory=_client,
         server_env=clean_env(**(env or {})),
     )
     client = await config.start()
+    if configuration is not None:
+        client.set_configuration(configuration, section="margin")
     exited = False
     try:
         client.init_result = await client.initialize_session(

@@ -78,6 +78,14 @@ def hang(seconds: float) -> Step:
     return Step("hang", delay_s=seconds)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that time out or cancel drop the connection; that is what is being tested.
+        pass
+
+
 class FakeBackend:
     def __init__(self, *, props: dict[str, Any] | None = None,
                  models: list[dict[str, Any]] | None = None) -> None:
@@ -89,8 +97,7 @@ class FakeBackend:
         self._steps: list[Step] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import pytest
+
+from margin.core.settings import (
+    BUILTIN,
+    PROFILES,
+    SettingsError,
+    SettingsState,
+    Source,
+    environment_source,
+    resolve,
+)
+
+
+def test_builtin_defaults_are_complete_and_distinct_per_profile():
+    settings = resolve([])
+    assert settings == BUILTIN
+    assert set(settings.profiles) == set(PROFILES)
+    assert {p.template for p in settings.profiles.values()} == {"completion_v1", "edit_v1", "chat_v1", "chat_ops_v1"}
+    assert all(p.base_url == "http://127.0.0.1:8080/v1" and p.context_window == "auto" for p in settings.profiles.values())
+
+
+def test_profile_value_in_an_earlier_source_beats_defaults_in_a_later_one():
+    settings = resolve([
+        Source("init", {"chat": {"model": "chat-init"}}),
+        Source("workspace", {"defaults": {"model": "everyone"}}),
+    ])
+    assert settings.profile("chat").model == "chat-init"
+    assert settings.profile("edit").model == "everyone"
+
+
+def test_later_sources_win_within_defaults_and_within_profiles():
+    settings = resolve([
+        Source("init", {"defaults": {"temperature": 0.1}, "edit": {"maxOutputTokens": 10}}),
+        Source("workspace", {"defaults": {"temperature": 0.9}, "edit": {"maxOutputTokens": 20}}),
+    ])
+    assert settings.profile("completion").temperature == 0.9
+    assert settings.profile("edit").max_output_tokens == 20
+
+
+def test_environment_variables_parse_profiles_fields_and_values():
+    source = environment_source({
+        "MARGIN_CHAT_OPS_MODEL": "devstral-small", "MARGIN_CHAT_CONTEXT_WINDOW": "32768",
+        "MARGIN_DEFAULTS_BASE_URL": "https://api.openai.com/v1/", "MARGIN_EDIT_ENABLED": "false",
+        "MARGIN_LOG_LEVEL": "DEBUG", "OTHER": "x",
+    })
+    settings = resolve([source])
+    assert settings.profile("chatOps").model == "devstral-small"
+    assert settings.profile("chat").model is None
+    assert settings.profile("chat").context_window == 32768
+    assert settings.profile("completion").base_url == "https://api.openai.com/v1"
+    assert settings.profile("edit").enabled is False
+
+
+def test_context_window_accepts_auto_and_rejects_tiny_numbers():
+    assert resolve([Source("s", {"chat": {"contextWindow": "AUTO"}})]).profile("chat").context_window == "auto"
+    with pytest.raises(SettingsError, match=r"chat\.contextWindow"):
+        resolve([Source("s", {"chat": {"contextWindow": 12}})])
+
+
+@pytest.mark.parametrize("values,field", [
+    ({"chat": {"temperature": "hot"}}, "chat.temperature"),
+    ({"edit": {"baseUrl": "localhost:8080"}}, "edit.baseUrl"),
+    ({"chatOps": {"tokenizer": "sentencepiece"}}, "chatOps.tokenizer"),
+    ({"chatOps": {"tokenizer": "llama.cpp:x"}}, "chatOps.tokenizer"),
+    ({"defaults": {"timeoutS": 0}}, "defaults.timeoutS"),
+    ({"completion": {"maxOutputTokens": 0}}, "completion.maxOutputTokens"),
+    ({"chat": {"template": "../etc/passwd"}}, "chat.template"),
+    ({"chat": 5}, "chat"),
+    ({"chats": {}}, "chats"),
+])
+def test_each_invalid_field_is_named_with_its_source(values, field):
+    with pytest.raises(SettingsError) as caught:
+        resolve([Source("workspace settings", values)])
+    assert [p.field for p in caught.value.problems] == [field]
+    assert caught.value.problems[0].source == "workspace settings"
+
+
+def test_environment_problems_name_the_variable():
+    with pytest.raises(SettingsError) as caught:
+        resolve([environment_source({"MARGIN_CHAT_TEMPERATURE": "warm", "MARGIN_EDIT_MODLE": "x"})])
+    assert sorted(p.field for p in caught.value.problems) == ["MARGIN_CHAT_TEMPERATURE", "MARGIN_EDIT_MODLE"]
+
+
+def test_state_keeps_last_good_settings_when_an_update_is_invalid():
+    state = SettingsState({"MARGIN_CHAT_MODEL": "env"})
+    assert state.update("init", Source("init", {"edit": {"model": "one"}})) == []
+    problems = state.update("workspace", Source("ws", {"edit": {"model": "two", "temperature": -1}}))
+    assert [p.field for p in problems] == ["edit.temperature"]
+    assert state.current.profile("edit").model == "one"
+    assert state.current.profile("chat").model == "env"
+    # The rejected layer is not kept: a later good update of another layer still applies.
+    assert state.update("init", Source("init", {"edit": {"model": "three"}})) == []
+    assert state.current.profile("edit").model == "three"
+
+
+def test_state_with_invalid_environment_starts_on_builtin_and_reports():
+    state = SettingsState({"MARGIN_CHAT_TIMEOUT_S": "soon"})
+    assert state.current == BUILTIN
+    assert [p.field for p in state.startup_problems] == ["MARGIN_CHAT_TIMEOUT_S"]

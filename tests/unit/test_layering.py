@@ -1,0 +1,48 @@
+"""core/ stays pure: nothing under server/margin/core imports pygls, lsprotocol, httpx or
+aiosqlite, directly or through anything it imports."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import margin.core
+
+FORBIDDEN = ("pygls", "lsprotocol", "httpx", "aiosqlite")
+CORE = Path(margin.core.__file__).parent
+
+
+def core_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.walk_packages([str(CORE)], prefix="margin.core."))
+
+
+def test_core_has_modules_to_check():
+    assert {"margin.core.vfs", "margin.core.settings", "margin.core.llm"} <= set(core_modules())
+
+
+def test_importing_every_core_module_loads_no_adapter_library():
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {core_modules()!r}: importlib.import_module(name)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r})))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True,
+                                       capture_output=True, text=True).stdout)
+    assert loaded == []
+
+
+def test_no_core_source_file_names_an_adapter_library():
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert offenders == []
