@@ -23,6 +23,7 @@ class _RedactLibraryArguments(logging.Filter):
 
 def configure(level: str | None = None, path: str | None = None) -> None:
     level = (level or os.environ.get("MARGIN_LOG_LEVEL") or "INFO").upper()
+    path = path or os.environ.get("MARGIN_LOG_FILE") or None
     handler: logging.Handler = (
         logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(sys.stderr)
     )

@@ -118,6 +118,8 @@ async def test_malformed_params_get_invalid_params_naming_the_field_and_server_k
             await request(client, "margin/status", {"refresh": "sometimes"})
         assert "refresh" in str(caught.value)
         assert (await status(client))["version"] == __version__
+        # Neovim's Lua sends an empty table as [] and pygls sends no params as null.
+        assert (await request(client, "margin/status", []))["version"] == __version__
 
 
 async def test_change_for_unopened_document_is_ignored_without_crashing():

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on TCP instead of stdio")
     parser.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for clients that pass it)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR; also MARGIN_LOG_LEVEL")
-    parser.add_argument("--log-file", default=None, help="write logs here instead of stderr")
+    parser.add_argument("--log-file", default=None, help="write logs here instead of stderr; also MARGIN_LOG_FILE")
     parser.add_argument("--version", action="version", version=f"margin-lsp {__version__}")
     args = parser.parse_args(argv)
 

@@ -8,6 +8,7 @@ one copy of each document, positions decoded in the negotiated encoding.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from typing import Any, Awaitable, Callable, TypeVar
@@ -67,11 +68,56 @@ def margin_converter():
     return converter
 
 
+class _ClientWriter:
+    """The transport to the client. Editors often quit without waiting for the reply to
+    `shutdown`; when the client has gone, the server stops quietly instead of logging a
+    traceback for every message it can no longer send."""
+
+    def __init__(self, writer: Any, on_gone: Callable[[], None]) -> None:
+        self._writer = writer
+        self._on_gone = on_gone
+        self.gone = False
+
+    def write(self, data: bytes) -> Any:
+        if self.gone:
+            return None
+        try:
+            result = self._writer.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.gone = True
+            self._on_gone()
+            return None
+        if inspect.isawaitable(result):
+            return self._guard(result)
+        return result
+
+    async def _guard(self, pending: Awaitable[Any]) -> None:
+        try:
+            await pending
+        except (BrokenPipeError, ConnectionResetError):
+            if not self.gone:
+                self.gone = True
+                self._on_gone()
+
+    def close(self) -> Any:
+        try:
+            return self._writer.close()
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            return None
+
+
 class MarginProtocol(LanguageServerProtocol):
-    """pygls' protocol with Margin's position-encoding choice, and without pygls' own copy of
-    open documents."""
+    """pygls' protocol with Margin's position-encoding choice, without pygls' own copy of open
+    documents, and quiet when the client goes away."""
 
     position_encoding: PositionEncoding = PositionEncoding.UTF16
+
+    def set_writer(self, writer: Any, include_headers: bool = True) -> None:
+        super().set_writer(_ClientWriter(writer, self._client_gone), include_headers)
+
+    def _client_gone(self) -> None:
+        log.info("the client closed the connection; stopping")
+        self._server.shutdown()
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
@@ -172,9 +218,12 @@ class StatusParams(BaseModel):
 
 
 def parse_params(model: type[P], params: Any, method: str) -> P:
-    """Custom-request params validated, or InvalidParams naming each bad field."""
+    """Custom-request params validated, or InvalidParams naming each bad field. No params and
+    an empty array (how Neovim's Lua encodes an empty table) both mean `{}`."""
+    if params is None or params == []:
+        params = {}
     try:
-        return model.model_validate(params if params is not None else {})
+        return model.model_validate(params)
     except ValidationError as error:
         problems = []
         for item in error.errors():
@@ -269,7 +318,12 @@ def register(server: MarginLanguageServer) -> None:
     async def shutdown(ls: MarginLanguageServer, params: None) -> None:
         for task in list(ls._tasks):
             task.cancel()
-        await ls.app.aclose()
+        try:
+            await ls.app.aclose()
+        except asyncio.CancelledError:
+            # The client quit without waiting for this reply (editors do) and the connection
+            # is being torn down: there is no one left to answer.
+            log.info("shutdown interrupted: the client has gone")
 
     @server.feature(STATUS)
     async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Editors often quit without waiting for the reply to `shutdown`, or die outright. The server
+must then exit promptly and quietly: no traceback, no error in its log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import clean_env
+
+
+def frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def start(tmp_path):
+    log = tmp_path / "margin.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "margin.lsp.main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=clean_env(MARGIN_LOG_FILE=str(log),
+                                              MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1"),
+    )
+    process.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+    process.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+    process.stdin.flush()
+    header = process.stdout.readline()  # wait for the initialize reply to start arriving
+    assert header.startswith(b"Content-Length")
+    return process, log
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_client_that_quits_during_shutdown(tmp_path, repeat):
+    process, log = start(tmp_path)
+    process.stdin.write(frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None}))
+    process.stdin.flush()
+    process.stdout.close()  # the reply to shutdown has nowhere to go
+    process.stdin.close()
+    assert process.wait(timeout=20) is not None
+    stderr = process.stderr.read().decode()
+    text = log.read_text()
+    assert "Traceback" not in stderr + text and "ERROR" not in text, text + stderr
+
+
+def test_client_that_dies_without_shutdown(tmp_path):
+    process, log = start(tmp_path)
+    process.stdout.close()
+    process.stdin.close()
+    assert process.wait(timeout=20) is not None
+    text = log.read_text()
+    assert "Traceback" not in text and "ERROR" not in text, text

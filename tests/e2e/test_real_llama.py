@@ -1,0 +1,95 @@
+"""Against the real llama.cpp server (Gemma 3 270M, 4096-token context) on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from margin.adapters.openai_http import OpenAICompatibleProvider
+from margin.core.llm import ChatMessage, ChatRequest, ContextTooLarge
+from tests.conftest import LLAMA_CONTEXT, clean_env
+from tests.e2e.lsp_client import margin_client, status
+
+pytestmark = pytest.mark.llama
+
+HELLO = ChatRequest(
+    messages=[ChatMessage("system", "You are terse."), ChatMessage("user", "Name one colour.")],
+    max_tokens=12,
+    temperature=0.0,
+)
+
+
+@pytest.fixture
+async def provider(llama_server):
+    p = OpenAICompatibleProvider(llama_server.base_url, timeout_s=60)
+    yield p
+    await p.aclose()
+
+
+async def test_streamed_chat_completion(provider):
+    deltas = [d async for d in provider.stream(HELLO)]
+    text = "".join(d.text for d in deltas)
+    assert text.strip(), "the model streamed no text"
+    assert len([d for d in deltas if d.text]) >= 2, "the reply did not arrive in pieces"
+    finishes = [d.finish_reason for d in deltas if d.finish_reason]
+    assert finishes and finishes[-1] in ("stop", "length")
+    usage = next(d.usage for d in reversed(deltas) if d.usage)
+    assert usage.prompt_tokens and usage.prompt_tokens > 5
+    assert 0 < usage.completion_tokens <= HELLO.max_tokens
+
+
+async def test_non_streamed_chat_completion(provider):
+    reply = await provider.complete(HELLO)
+    assert reply.content.strip() and reply.finish_reason in ("stop", "length")
+    assert reply.usage.prompt_tokens and reply.usage.prompt_tokens > 5
+
+
+async def test_probe_detects_llama_cpp_and_its_context_window(provider):
+    info = await provider.probe()
+    assert info.reachable and info.kind == "llama.cpp"
+    assert info.context_window == LLAMA_CONTEXT
+
+
+async def test_real_context_overflow_is_a_typed_error_with_sizes(provider):
+    huge = ChatRequest([ChatMessage("user", "word " * 6000)], max_tokens=8, temperature=0)
+    with pytest.raises(ContextTooLarge) as caught:
+        await provider.complete(huge)
+    assert caught.value.context_window == LLAMA_CONTEXT
+    assert caught.value.prompt_tokens > LLAMA_CONTEXT
+    with pytest.raises(ContextTooLarge):
+        [d async for d in provider.stream(huge)]
+
+
+async def test_structured_output_follows_the_json_schema(provider):
+    schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 24}},
+              "required": ["colour"], "additionalProperties": False}
+    request = ChatRequest(
+        [ChatMessage("user", "Give a colour as JSON.")], max_tokens=64, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+    )
+    reply = await provider.complete(request)
+    assert reply.finish_reason == "stop"
+    data = json.loads(reply.content)
+    assert set(data) == {"colour"} and isinstance(data["colour"], str)
+
+
+async def test_margin_status_over_lsp_reads_the_real_window(llama_server):
+    async with margin_client(env={"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url}) as client:
+        profiles = (await status(client, refresh=True))["profiles"]
+    for profile in profiles.values():
+        assert profile["reachable"] is True
+        assert profile["contextWindow"] == LLAMA_CONTEXT
+        assert profile["tokenizer"] == "llama.cpp"
+
+
+def test_margin_doctor_against_the_real_server(llama_server):
+    result = subprocess.run(
+        [sys.executable, "-m", "margin.cli", "doctor"], capture_output=True, text=True, timeout=60,
+        env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{LLAMA_CONTEXT} tokens (llama.cpp /props n_ctx)" in result.stdout
+    assert "[llama.cpp]" in result.stdout and "All 4 enabled profiles are ready." in result.stdout
