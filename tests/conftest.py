@@ -52,11 +52,11 @@ class LlamaServer:
 def llama_server(tmp_path_factory) -> LlamaServer:
     """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
     port. scripts/install-model-server.sh installs it (a no-op when already installed)."""
-    installed = subprocess.run(
-        ["bash", str(REPO / "scripts" / "install-model-server.sh")],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1]
-    home = Path(installed)
+    check = subprocess.run(["bash", str(REPO / "scripts" / "install-model-server.sh"), "--check"],
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        pytest.fail(check.stderr.strip() + " (scripts/test.sh does this before running the tests)")
+    home = Path(check.stdout.strip().splitlines()[-1])
     port = free_port()
     log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
     with open(log_path, "wb") as log:
@@ -87,3 +87,12 @@ def llama_server(tmp_path_factory) -> LlamaServer:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A skipped test is a failing test here: no test in this suite is optional."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped and exitstatus == 0:
+        reporter.write_line(f"{len(skipped)} test(s) skipped: this suite has no optional tests", red=True)
+        session.exitstatus = 1

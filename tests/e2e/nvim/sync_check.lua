@@ -19,15 +19,6 @@ end
 local function open(path)
   vim.cmd.edit(vim.fn.fnameescape(path))
   local bufnr = vim.api.nvim_get_current_buf()
-  if style == "0.8" then
-    -- README, Neovim 0.8+: start (or reuse) the client from a FileType autocommand.
-    vim.lsp.start({
-      name = "margin",
-      cmd = { "margin-lsp" },
-      root_dir = vim.fs.dirname(path),
-      flags = { debounce_text_changes = 0 },
-    })
-  end
   return bufnr, margin_client(bufnr)
 end
 
@@ -57,15 +48,30 @@ local function record(label, bufnr, client)
 end
 
 local function main()
+  -- The README's set-up snippets, verbatim.
   if style == "0.11" then
-    -- README, Neovim 0.11+: vim.lsp.config + vim.lsp.enable.
+    -- README snippet nvim-0.11 begin
     vim.lsp.config("margin", {
       cmd = { "margin-lsp" },
-      filetypes = { "python" },
-      root_markers = { ".git", "pyproject.toml" },
-      flags = { debounce_text_changes = 0 },
+      filetypes = { "python", "lua", "rust", "typescript", "go" },
+      root_markers = { ".git" },
     })
     vim.lsp.enable("margin")
+    -- README snippet nvim-0.11 end
+  else
+    -- README snippet nvim-0.8 begin
+    vim.api.nvim_create_autocmd("FileType", {
+      pattern = { "python", "lua", "rust", "typescript", "go" },
+      callback = function(args)
+        local root = vim.fs.find({ ".git" }, { upward = true, path = vim.fs.dirname(args.file) })[1]
+        vim.lsp.start({
+          name = "margin",
+          cmd = { "margin-lsp" },
+          root_dir = root and vim.fs.dirname(root) or vim.fn.getcwd(),
+        })
+      end,
+    })
+    -- README snippet nvim-0.8 end
   end
 
   -- A UTF-8 file with emoji: edits through the API, normal-mode typing, a multi-line

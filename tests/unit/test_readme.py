@@ -1,0 +1,30 @@
+"""The README's promises that a test can hold it to."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+LUA = (REPO / "tests" / "e2e" / "nvim" / "sync_check.lua").read_text(encoding="utf-8")
+
+
+def snippet(name: str) -> str:
+    match = re.search(rf"-- README snippet {re.escape(name)} begin\n(.*?)\n\s*-- README snippet {re.escape(name)} end", LUA, re.S)
+    assert match, name
+    return textwrap.dedent(match.group(1)).strip()
+
+
+def test_neovim_snippets_are_the_ones_the_neovim_test_runs():
+    for name in ("nvim-0.11", "nvim-0.8"):
+        assert f"```lua\n{snippet(name)}\n```" in README, name
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
+    block = re.search(r"## Quick start.*?```sh\n(.*?)```", README, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"]
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "exec bash scripts/test.sh\n" in ci
