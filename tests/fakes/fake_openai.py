@@ -4,6 +4,7 @@
         fake.script(reply("hello"), status(500, {"error": {"message": "boom"}}))
         ... point a profile's baseUrl at fake.base_url ...
         fake.requests   # every /chat/completions body received, in order
+        fake.gets       # every GET path (probes), in order
 
 Each `/chat/completions` request takes the next scripted step; with none left it gets
 `fake.default` (a short "ok" reply). A `reply` answers in the mode the request asked for
@@ -93,6 +94,7 @@ class FakeBackend:
         self.models = models
         self.default: Step = reply("ok")
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._steps: list[Step] = []
         self._lock = threading.Lock()
@@ -148,6 +150,8 @@ class FakeBackend:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
+                with fake._lock:
+                    fake.gets.append(path)
                 if path == "/props" and fake.props is not None:
                     self._json(200, fake.props)
                 elif path == "/v1/models" and fake.models is not None:
