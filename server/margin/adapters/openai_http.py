@@ -231,24 +231,11 @@ class OpenAICompatibleProvider:
             raise self._transport_error(error, streaming=False) from error
         if response.status_code >= 400:
             raise error_from_body(response.status_code, response.content, self.base_url)
-        try:
-            data = response.json()
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-            if not isinstance(content, str):
-                raise TypeError("content is not text")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise self._malformed("a body that is not valid JSON of the expected shape") from None
-        reply = ChatReply(
-            content=content,
-            finish_reason=choice.get("finish_reason"),
-            usage=_usage(data.get("usage")) or Usage(),
-            model=data.get("model"),
-        )
+        reply = self._reply_from_json(response.content)
         log.info(
             "chat completion done status=%d chars_out=%d prompt_tokens=%s ms=%.0f",
             response.status_code,
-            len(content),
+            len(reply.content),
             reply.usage.prompt_tokens,
             (time.perf_counter() - started) * 1000,
         )
@@ -275,13 +262,18 @@ class OpenAICompatibleProvider:
             raise self._transport_error(error, streaming=True) from error
 
     def _reply_from_json(self, body: bytes) -> ChatReply:
+        """A whole (non-streamed) chat completion."""
         try:
             data = json.loads(body)
             choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError("content is not text")
             return ChatReply(
-                choice["message"].get("content") or "",
-                choice.get("finish_reason"),
-                _usage(data.get("usage")) or Usage(),
+                content=content,
+                finish_reason=choice.get("finish_reason"),
+                usage=_usage(data.get("usage")) or Usage(),
+                model=data.get("model"),
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise self._malformed("a body that is not valid JSON of the expected shape") from None

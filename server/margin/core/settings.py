@@ -71,21 +71,6 @@ ContextWindow = Annotated[
 ]
 OptionalName = Annotated[str | None, BeforeValidator(_blank_is_unset)]
 
-# One definition of every profile field: (type, constraint). Both the complete profile and
-# the partial layers are built from it, so they cannot drift apart.
-_PROFILE_FIELDS: dict[str, Any] = {
-    "enabled": bool,
-    "base_url": BaseUrl,
-    "model": OptionalName,
-    "api_key_env": OptionalName,
-    "context_window": ContextWindow,
-    "max_output_tokens": Annotated[int, Field(ge=1)],
-    "temperature": Annotated[float, Field(ge=0, le=2)],
-    "timeout_s": Annotated[float, Field(gt=0, le=3600)],
-    "tokenizer": Tokenizer,
-    "template": Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")],
-}
-
 _MODEL_CONFIG = ConfigDict(
     extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
 )
@@ -108,14 +93,16 @@ class ProfileSettings(BaseModel):
     template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
-assert set(ProfileSettings.model_fields) == set(_PROFILE_FIELDS)
-
 PartialProfile = create_model(  # type: ignore[call-overload]
     "PartialProfile",
     __config__=_MODEL_CONFIG,
-    **{name: (kind | None, None) for name, kind in _PROFILE_FIELDS.items()},
+    **{
+        name: (info.rebuild_annotation() | None, None)
+        for name, info in ProfileSettings.model_fields.items()
+    },
 )
-"""A profile as one source states it: any subset of the fields."""
+"""A profile as one source states it: any subset of the fields, each checked as in
+ProfileSettings (the two are one definition)."""
 
 _LOCAL = "http://127.0.0.1:8080/v1"
 
@@ -187,7 +174,7 @@ class SettingsError(ValueError):
 
 
 def _did_you_mean(name: str) -> str:
-    known = [to_camel(field) for field in _PROFILE_FIELDS]
+    known = [to_camel(field) for field in ProfileSettings.model_fields]
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -268,7 +255,7 @@ _ENV_BLOCK_NAMES = sorted(
     key=lambda pair: len(pair[0]),
     reverse=True,
 )
-_ENV_FIELDS = {name.upper(): to_camel(name) for name in _PROFILE_FIELDS}
+_ENV_FIELDS = {name.upper(): to_camel(name) for name in ProfileSettings.model_fields}
 
 
 def environment_source(environ: Mapping[str, str]) -> Source:

@@ -176,11 +176,23 @@ class MarginLanguageServer(LanguageServer):
 
         task.add_done_callback(done)
 
-    def tell_user(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+    def tell_user(self, message: str) -> None:
+        """An error the user must see (window/showMessage); held back until `initialized`."""
         if not self._initialized:
             self._pending_messages.append(message)
             return
-        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+
+    def client_ready(self) -> None:
+        """`initialized` arrived: say what was held back."""
+        self._initialized = True
+        for message in self._pending_messages:
+            self.tell_user(message)
+        self._pending_messages.clear()
+
+    def cancel_background_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
 
     def apply_settings(self, layer: str, source: Source) -> None:
         problems = self.app.settings.update(layer, source)  # type: ignore[arg-type]
@@ -249,9 +261,6 @@ def create_server(app: MarginApp) -> MarginLanguageServer:
     return server
 
 
-Handler = Callable[..., Any]
-
-
 def register(server: MarginLanguageServer) -> None:
     """Every LSP method Margin handles, in one place."""
 
@@ -276,10 +285,7 @@ def register(server: MarginLanguageServer) -> None:
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: MarginLanguageServer, params: types.InitializedParams) -> None:
-        ls._initialized = True
-        for message in ls._pending_messages:
-            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
-        ls._pending_messages.clear()
+        ls.client_ready()
         if ls.supports_configuration_pull():
             ls.run_task(ls.pull_configuration(), "pull configuration")
         # Warm the probe cache so the first status or request does not wait for it.
@@ -316,8 +322,7 @@ def register(server: MarginLanguageServer) -> None:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: MarginLanguageServer, params: None) -> None:
-        for task in list(ls._tasks):
-            task.cancel()
+        ls.cancel_background_tasks()
         try:
             await ls.app.aclose()
         except asyncio.CancelledError:
