@@ -1,0 +1,27 @@
+"""The in-process exact counters: tiktoken for OpenAI models, Tekken for Mistral models.
+Building one reads and checks its asset (about a second): do it off the request path."""
+
+from __future__ import annotations
+
+from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
+from margin.core.tokens.counter import CountCache, LocalCounter, OpenAIFraming
+from margin.core.tokens.mistral import MistralV3Framing
+
+
+def _encoding(args: dict):
+    import tiktoken
+
+    return tiktoken.Encoding(**args)
+
+
+def tiktoken_counter(encoding: str, cache: CountCache | None = None) -> LocalCounter:
+    enc = _encoding(openai_encoding_args(encoding))
+    # Text is counted as ordinary text: a file that contains "<|endoftext|>" is still data.
+    return LocalCounter(f"tiktoken:{encoding}", lambda text: len(enc.encode_ordinary(text)),
+                        OpenAIFraming(), cache=cache)
+
+
+def tekken_counter(name: str, cache: CountCache | None = None) -> LocalCounter:
+    enc = _encoding(tekken_encoding_args(name))
+    return LocalCounter(f"tekken:{name}", lambda text: len(enc.encode_ordinary(text)),
+                        MistralV3Framing(), cache=cache)
