@@ -70,7 +70,9 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
             ("model", r.model or "(the server's default)"),
             ("api key", r.api_key),
             ("context window", f"{r.context_window} tokens ({r.context_window_source})"),
-            ("tokenizer", f"{r.tokenizer} ({'exact' if r.exact else 'approximate'})"),
+            ("tokenizer", f"{r.tokenizer} ({'exact' if r.exact else 'approximate'}"
+                          + (f"; {r.tokenizer_state}" if r.tokenizer_state.startswith("unavailable") else "")
+                          + ")"),
         ]
         if r.error:
             rows.append(("problem", r.error))
@@ -89,7 +91,8 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
 async def _doctor(args: argparse.Namespace) -> int:
     app, settings_from = load_app(args.settings)
     try:
-        reports = await diagnose(app.settings.current, app.backends, fresh=True)
+        reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
+                                 fresh=True, wait_for_tokenizers=True)
     finally:
         await app.aclose()
     if args.json:

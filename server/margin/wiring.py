@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from margin.adapters.llama_tokens import LlamaCppCounter
 from margin.adapters.openai_http import OpenAICompatibleProvider
 from margin.services.app import MarginApp
 
@@ -13,5 +14,9 @@ def make_provider(base_url: str, timeout_s: float, api_key: str | None) -> OpenA
     return OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key)
 
 
+def make_llama_counter(base_url: str, timeout_s: float) -> LlamaCppCounter:
+    return LlamaCppCounter(base_url, timeout_s=timeout_s)
+
+
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
-    return MarginApp.create(make_provider, os.environ if environ is None else environ)
+    return MarginApp.create(make_provider, make_llama_counter, os.environ if environ is None else environ)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
@@ -101,6 +102,20 @@ async def test_status_reports_profiles_from_a_reachable_backend(fake):
     assert chat["tokenizer"] == "llama.cpp" and chat["exact"] is True
     assert result["profiles"]["edit"]["enabled"] is False and result["profiles"]["edit"]["reachable"] is None
     assert set(result["profiles"]) == {"completion", "edit", "chat", "chatOps"}
+
+
+async def test_status_reports_tokenizers_loaded_in_the_background_and_missing_ones(fake):
+    init = {"defaults": {"baseUrl": fake.base_url}, "chat": {"model": "gpt-5"},
+            "edit": {"tokenizer": "tekken:tekken_missing"}}
+    async with margin_client(init_options=init) as client:
+        deadline = asyncio.get_running_loop().time() + 30
+        while (profiles := (await status(client))["profiles"])["chat"]["tokenizerState"] != "ready":
+            assert asyncio.get_running_loop().time() < deadline, profiles["chat"]
+            await asyncio.sleep(0.1)
+    assert profiles["chat"]["tokenizer"] == "tiktoken:o200k_base" and profiles["chat"]["exact"] is True
+    edit = profiles["edit"]
+    assert (edit["tokenizer"], edit["exact"]) == ("heuristic", False)
+    assert edit["tokenizerState"].startswith("unavailable") and "tekken_missing" in edit["tokenizerState"]
 
 
 async def test_status_names_an_unreachable_backend():

@@ -93,3 +93,37 @@ def test_margin_doctor_against_the_real_server(llama_server):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{LLAMA_CONTEXT} tokens (llama.cpp /props n_ctx)" in result.stdout
     assert "[llama.cpp]" in result.stdout and "All 4 enabled profiles are ready." in result.stdout
+
+
+@pytest.fixture
+async def llama_counter(llama_server):
+    from margin.adapters.llama_tokens import LlamaCppCounter
+
+    counter = LlamaCppCounter(llama_server.base_url, timeout_s=60)
+    yield counter
+    await counter.aclose()
+
+
+async def test_llama_cpp_chat_count_equals_the_servers_prompt_tokens(llama_counter, provider):
+    from tests.fixtures.corpus import SNIPPETS
+
+    conversations = [
+        [ChatMessage("user", "x")],
+        [ChatMessage("system", "You are terse.\n"), ChatMessage("user", SNIPPETS["mixed"])],
+        [ChatMessage("system", "S"), ChatMessage("user", SNIPPETS["rust"]), ChatMessage("assistant", SNIPPETS["english"]),
+         ChatMessage("user", SNIPPETS["chinese"] + SNIPPETS["emoji"])],
+        [ChatMessage("user", SNIPPETS["specials"] + SNIPPETS["whitespace"] + SNIPPETS["crlf"])],
+    ]
+    for messages in conversations:
+        counted = await llama_counter.count_chat(messages)
+        reply = await provider.complete(ChatRequest(messages, max_tokens=1, temperature=0))
+        assert counted == reply.usage.prompt_tokens, [m.content[:20] for m in messages]
+
+
+async def test_llama_cpp_text_counts_are_cached(llama_counter):
+    texts = ["def f():\n    return 1\n", "😀 中文", "", "def f():\n    return 1\n"]
+    first = await llama_counter.count_texts(texts)
+    assert first[0] == first[3] > 3 and first[2] == 0
+    misses = llama_counter.cache.misses
+    assert await llama_counter.count_texts(texts) == first
+    assert llama_counter.cache.misses == misses  # nothing re-tokenized

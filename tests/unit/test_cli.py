@@ -42,6 +42,14 @@ def test_doctor_json_and_settings_file(fake, tmp_path):
     assert str(settings) in report["settingsFrom"]
 
 
+def test_doctor_reports_a_tokenizer_that_cannot_load(fake):
+    result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url,
+                                   "MARGIN_CHAT_TOKENIZER": "tekken:tekken_missing",
+                                   "MARGIN_EDIT_MODEL": "devstral-small-2507"})
+    assert "heuristic (approximate; unavailable: unknown Tekken file 'tekken_missing'" in result.stdout
+    assert "tekken:tekken_240911 (exact)" in result.stdout
+
+
 def test_doctor_fails_and_says_why_when_nothing_answers():
     result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.returncode == 1

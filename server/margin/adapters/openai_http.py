@@ -142,6 +142,37 @@ def error_from_body(status: int, body: bytes | str | dict[str, Any], base_url: s
     )
 
 
+def transport_error(
+    base_url: str, timeout_s: float, error: httpx.HTTPError, *, streaming: bool
+) -> ProviderError:
+    """The typed error for a failure below HTTP (no connection, no answer in time, a cut)."""
+    if isinstance(error, httpx.TimeoutException):
+        what = "stopped sending for" if streaming else "did not answer within"
+        return BackendTimeout(
+            f"The backend at {base_url} {what} {timeout_s:g} s (timeoutS). "
+            "Check that the model server is running and not overloaded, or raise timeoutS.",
+            timeout_s=timeout_s,
+            base_url=base_url,
+        )
+    if isinstance(error, (httpx.ConnectError, httpx.UnsupportedProtocol)):
+        return BackendUnreachable(
+            f"Nothing answers at {base_url} ({type(error).__name__}). Start the model "
+            "server, or fix baseUrl.",
+            base_url=base_url,
+        )
+    if streaming:
+        return MalformedStream(
+            f"The backend at {base_url} cut the connection in the middle of the reply "
+            f"({type(error).__name__}). Nothing was applied; try again.",
+            base_url=base_url,
+        )
+    return MalformedResponse(
+        f"The backend at {base_url} closed the connection before replying "
+        f"({type(error).__name__}). Try again; check the model server's log if it repeats.",
+        base_url=base_url,
+    )
+
+
 class OpenAICompatibleProvider:
     """`LLMProvider` for any server that speaks OpenAI's chat completions API."""
 
@@ -185,31 +216,7 @@ class OpenAICompatibleProvider:
         return body
 
     def _transport_error(self, error: httpx.HTTPError, *, streaming: bool) -> ProviderError:
-        if isinstance(error, httpx.TimeoutException):
-            what = "stopped sending for" if streaming else "did not answer within"
-            return BackendTimeout(
-                f"The backend at {self.base_url} {what} {self.timeout_s:g} s (timeoutS). "
-                "Check that the model server is running and not overloaded, or raise timeoutS.",
-                timeout_s=self.timeout_s,
-                base_url=self.base_url,
-            )
-        if isinstance(error, (httpx.ConnectError, httpx.UnsupportedProtocol)):
-            return BackendUnreachable(
-                f"Nothing answers at {self.base_url} ({type(error).__name__}). Start the model "
-                "server, or fix baseUrl.",
-                base_url=self.base_url,
-            )
-        if streaming:
-            return MalformedStream(
-                f"The backend at {self.base_url} cut the connection in the middle of the reply "
-                f"({type(error).__name__}). Nothing was applied; try again.",
-                base_url=self.base_url,
-            )
-        return MalformedResponse(
-            f"The backend at {self.base_url} closed the connection before replying "
-            f"({type(error).__name__}). Try again; check the model server's log if it repeats.",
-            base_url=self.base_url,
-        )
+        return transport_error(self.base_url, self.timeout_s, error, streaming=streaming)
 
     def _malformed(self, what: str, cls: type[MalformedResponse] = MalformedResponse) -> MalformedResponse:
         return cls(

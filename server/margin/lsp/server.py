@@ -200,6 +200,8 @@ class MarginLanguageServer(LanguageServer):
             self.report_settings_problems(problems, kept=True)
         else:
             log.info("settings applied from %s", source.name)
+            if self._initialized:
+                self.app.preload_tokenizers()
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
         log.warning("invalid settings fields=%s", ",".join(p.field for p in problems))
@@ -288,8 +290,9 @@ def register(server: MarginLanguageServer) -> None:
         ls.client_ready()
         if ls.supports_configuration_pull():
             ls.run_task(ls.pull_configuration(), "pull configuration")
-        # Warm the probe cache so the first status or request does not wait for it.
-        ls.run_task(diagnose(ls.app.settings.current, ls.app.backends), "probe backends")
+        # Tokenizers build in a worker thread; the probe cache warms; neither delays anything.
+        ls.app.preload_tokenizers()
+        ls.run_task(diagnose(ls.app.settings.current, ls.app.backends, ls.app.tokenizers), "probe backends")
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -333,7 +336,8 @@ def register(server: MarginLanguageServer) -> None:
     @server.feature(STATUS)
     async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
         request = parse_params(StatusParams, params, STATUS)
-        reports = await diagnose(ls.app.settings.current, ls.app.backends, fresh=request.refresh)
+        reports = await diagnose(ls.app.settings.current, ls.app.backends, ls.app.tokenizers,
+                                 fresh=request.refresh)
         return {
             "version": __version__,
             "positionEncoding": ls.app.files.encoding.value,

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from margin.core.settings import PROFILES, Settings
 from margin.core.tokens.choice import choose_tokenizer
 from margin.services.backends import Backends
+from margin.services.tokenizers import Tokenizers
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class ProfileReport:
     context_window_source: str
     tokenizer: str
     exact: bool
+    tokenizer_state: str
     error: str | None
 
     def as_status(self) -> dict[str, object]:
@@ -38,6 +40,7 @@ class ProfileReport:
             "contextWindowSource": self.context_window_source,
             "tokenizer": self.tokenizer,
             "exact": self.exact,
+            "tokenizerState": self.tokenizer_state,
             "error": self.error,
         }
 
@@ -45,15 +48,26 @@ class ProfileReport:
         return asdict(self)
 
 
-async def diagnose(settings: Settings, backends: Backends, *, fresh: bool = False) -> list[ProfileReport]:
+async def diagnose(
+    settings: Settings,
+    backends: Backends,
+    tokenizers: Tokenizers,
+    *,
+    fresh: bool = False,
+    wait_for_tokenizers: bool = False,
+) -> list[ProfileReport]:
     """One report per profile. Enabled profiles' backends are probed (concurrently, each at most
-    once); disabled ones are reported without contacting anything."""
+    once); disabled ones are reported without contacting anything. With `wait_for_tokenizers`,
+    in-process tokenizers are built first, so the report says whether they loaded."""
 
     async def report(name: str) -> ProfileReport:
         profile = settings.profile(name)
         info = await backends.probe(name, profile, fresh=fresh) if profile.enabled else None
         window, source = backends.context_window(profile, info)
         choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind if info else None)
+        if wait_for_tokenizers and profile.enabled:
+            await tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+        tokenizer = tokenizers.state(choice)
         key = backends.api_key(profile)
         error = info.error if info else None
         if key.needed and not key.present:
@@ -70,8 +84,9 @@ async def diagnose(settings: Settings, backends: Backends, *, fresh: bool = Fals
             backend=info.kind if info else None,
             context_window=window,
             context_window_source=source,
-            tokenizer=choice.name,
-            exact=choice.exact,
+            tokenizer=tokenizer.name,
+            exact=tokenizer.exact,
+            tokenizer_state=tokenizer.state,
             error=error,
         )
 

@@ -8,7 +8,8 @@ from margin.core.llm import BackendTimeout, ChatMessage, ChatRequest
 from margin.core.settings import Source, resolve
 from margin.services.backends import Backends
 from margin.services.diagnosis import diagnose
-from margin.wiring import make_provider
+from margin.services.tokenizers import Tokenizers
+from margin.wiring import make_llama_counter, make_provider
 from tests.fakes.fake_openai import hang
 
 REQUEST = ChatRequest([ChatMessage("user", "hi")], max_tokens=4, temperature=0)
@@ -57,11 +58,13 @@ async def test_provider_is_rebuilt_only_when_its_connection_settings_change(fake
 
 async def test_profiles_on_one_backend_share_one_probe(fake):
     backends = Backends(make_provider, {})
+    tokenizers = Tokenizers(make_llama_counter)
     try:
-        reports = await diagnose(settings_for(fake), backends)
-        await diagnose(settings_for(fake), backends)  # within the cache's lifetime
+        reports = await diagnose(settings_for(fake), backends, tokenizers)
+        await diagnose(settings_for(fake), backends, tokenizers)  # within the cache's lifetime
     finally:
         await backends.aclose()
+        await tokenizers.aclose()
     assert all(r.reachable and r.context_window == 8192 for r in reports)
     assert sorted(fake.gets) == ["/props", "/v1/models"]  # one probe for four profiles, twice
     assert fake.requests == []  # probing never asks for a completion

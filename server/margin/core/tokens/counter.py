@@ -49,6 +49,21 @@ class CountCache:
     def key(text: str) -> bytes:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
+    def get(self, text: str) -> int | None:
+        key = self.key(text)
+        found = self._counts.get(key)
+        if found is None:
+            self.misses += 1
+            return None
+        self._counts.move_to_end(key)
+        self.hits += 1
+        return found
+
+    def put(self, text: str, count: int) -> None:
+        self._counts[self.key(text)] = count
+        if len(self._counts) > self._max:
+            self._counts.popitem(last=False)
+
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
         key = self.key(text)
         found = self._counts.get(key)

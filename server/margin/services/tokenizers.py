@@ -1,0 +1,103 @@
+"""The token counters the profiles count with. Local tokenizers (tiktoken, Tekken) take about a
+second to build, so they are built in a worker thread as soon as settings name them, never on
+the path of `initialize`; a request that needs one before it is ready waits for that build only.
+A tokenizer whose asset is missing or fails its hash check is replaced by the heuristic, with
+one warning (metadata only), and everything that reports on it says `exact: false`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from margin.core.tokens.assets import AssetError
+from margin.core.tokens.choice import TokenizerChoice
+from margin.core.tokens.counter import CountCache, LocalCounter, TokenCounter, heuristic_counter
+from margin.core.tokens.local import tekken_counter, tiktoken_counter
+
+log = logging.getLogger(__name__)
+
+LlamaCounterFactory = Callable[[str, float], TokenCounter]
+"""(base_url, timeout_s) → a counter asking that llama.cpp server"""
+
+
+@dataclass(frozen=True)
+class TokenizerState:
+    """What a profile really counts with right now."""
+
+    name: str
+    exact: bool
+    state: str
+    """ready | loading | remote | unavailable: <reason> (counting with the heuristic)"""
+
+
+def build_local(choice: TokenizerChoice) -> LocalCounter:
+    if choice.kind == "tiktoken":
+        return tiktoken_counter(choice.variant or "o200k_base")
+    if choice.kind == "tekken":
+        return tekken_counter(choice.variant or "tekken_240911")
+    raise ValueError(f"{choice.name} is not an in-process tokenizer")
+
+
+class Tokenizers:
+    def __init__(self, make_llama_counter: LlamaCounterFactory) -> None:
+        self._make_llama_counter = make_llama_counter
+        self._loads: dict[str, asyncio.Future[LocalCounter | None]] = {}
+        self._failures: dict[str, str] = {}
+        self._remote: dict[str, TokenCounter] = {}
+        self._heuristic = heuristic_counter(CountCache())
+
+    def preload(self, choices: Iterable[TokenizerChoice]) -> None:
+        """Start building every in-process tokenizer in `choices` that is not built or being
+        built. Returns at once."""
+        for choice in choices:
+            if choice.kind in ("tiktoken", "tekken") and choice.name not in self._loads:
+                self._loads[choice.name] = asyncio.ensure_future(self._build(choice))
+
+    async def _build(self, choice: TokenizerChoice) -> LocalCounter | None:
+        """The built counter, or None when its asset cannot be had."""
+        started = time.perf_counter()
+        try:
+            counter = await asyncio.to_thread(build_local, choice)
+        except AssetError as error:
+            self._failures[choice.name] = str(error)
+            log.warning("tokenizer %s unavailable (%s); counting approximately with the heuristic",
+                        choice.name, error)
+            return None
+        log.info("tokenizer %s ready ms=%.0f", choice.name, (time.perf_counter() - started) * 1000)
+        return counter
+
+    async def counter(self, choice: TokenizerChoice, base_url: str, timeout_s: float) -> TokenCounter:
+        """The counter for `choice`: built (waiting for its build if need be), remote, or the
+        heuristic when the choice cannot be had."""
+        if choice.kind == "llama.cpp":
+            if base_url not in self._remote:
+                self._remote[base_url] = self._make_llama_counter(base_url, timeout_s)
+            return self._remote[base_url]
+        if choice.kind == "heuristic":
+            return self._heuristic
+        self.preload([choice])
+        built = await asyncio.shield(self._loads[choice.name])
+        return built if built is not None else self._heuristic
+
+    def state(self, choice: TokenizerChoice) -> TokenizerState:
+        if choice.kind == "heuristic":
+            return TokenizerState("heuristic", False, "ready")
+        if choice.kind == "llama.cpp":
+            return TokenizerState(choice.name, True, "remote")
+        if choice.name in self._failures:
+            return TokenizerState("heuristic", False, f"unavailable: {self._failures[choice.name]}")
+        load = self._loads.get(choice.name)
+        if load is not None and load.done() and not load.cancelled() and load.result() is not None:
+            return TokenizerState(choice.name, True, "ready")
+        return TokenizerState(choice.name, True, "loading")
+
+    async def aclose(self) -> None:
+        for load in self._loads.values():
+            load.cancel()
+        for remote in self._remote.values():
+            close = getattr(remote, "aclose", None)
+            if close is not None:
+                await close()
