@@ -26,8 +26,8 @@ it says so with the sizes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
 
 SYSTEM_PROMPT_WARN_RATIO = 0.25
 
@@ -39,10 +39,9 @@ def safety_margin(context_window: int, exact: bool) -> int:
     return math.ceil(context_window * (0.02 if exact else 0.05)) + (8 if exact else 16)
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """A piece of a section that is kept or dropped whole (a turn, a file's context, a
-    fragment). `payload` travels with it for the caller."""
+    fragment). `payload` travels with it for the caller. (A tuple: threads hold thousands.)"""
 
     id: str
     tokens: int
@@ -79,27 +78,38 @@ class Section:
     is_system: bool = False
 
 
-@dataclass(frozen=True)
-class Dropped:
+class Dropped(NamedTuple):
     item: str
     reason: str
+
+
+REPORT_RUN = 5
+"""A run of more dropped items than this is reported as one entry (first … last, count)."""
 
 
 @dataclass
 class SectionResult:
     name: str
     tokens: int
-    kept: list[Item]
-    dropped: list[Dropped] = field(default_factory=list)
+    kept: Sequence[Item]
+    dropped_items: Sequence[Item] = ()
+    reason: str = ""
     trimmed: Trimmed | None = None
 
+    @property
+    def dropped(self) -> list[Dropped]:
+        if self.trimmed is not None and self.trimmed.dropped_lines:
+            return [Dropped(f"{self.trimmed.dropped_lines} lines", self.reason)]
+        return [Dropped(item.id, self.reason) for item in self.dropped_items]
+
     def report(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "tokens": self.tokens,
-            "kept": len(self.kept),
-            "dropped": [{"item": d.item, "reason": d.reason} for d in self.dropped],
-        }
+        items = self.dropped_items
+        if self.trimmed is None and len(items) > REPORT_RUN:
+            dropped = [{"item": f"{items[0].id} … {items[-1].id} ({len(items)} items)",
+                        "reason": self.reason}]
+        else:
+            dropped = [{"item": d.item, "reason": d.reason} for d in self.dropped]
+        return {"name": self.name, "tokens": self.tokens, "kept": len(self.kept), "dropped": dropped}
 
 
 class SystemPromptTooLarge(ValueError):
@@ -192,12 +202,11 @@ class _Cut:
     def result(self) -> SectionResult:
         section = self.section
         if self.trimmed is not None:
-            lines = self.trimmed.dropped_lines
-            dropped = [Dropped(f"{lines} lines", section.drop_reason)] if lines else []
-            kept = list(section.items) if self.trimmed.tokens else []
-            return SectionResult(section.name, self.trimmed.tokens, kept, dropped, self.trimmed)
-        dropped = [Dropped(item.id, section.drop_reason) for item in section.items[: self.start]]
-        return SectionResult(section.name, self.total, list(section.items[self.start :]), dropped)
+            kept = section.items if self.trimmed.tokens else ()
+            return SectionResult(section.name, self.trimmed.tokens, kept, (), section.drop_reason,
+                                 self.trimmed)
+        return SectionResult(section.name, self.total, section.items[self.start :],
+                             section.items[: self.start], section.drop_reason)
 
 
 def plan(
@@ -226,15 +235,14 @@ def plan(
     def finish(results: dict[str, SectionResult], over: str | None) -> Plan:
         ordered = [results[s.name] for s in sections]
         if framing_tokens:
-            ordered.append(SectionResult("framing", framing_tokens, []))
+            ordered.append(SectionResult("framing", framing_tokens, ()))
         return Plan(context_window, reserved_output, limit, ordered, tokenizer, exact, over,
                     required_tokens)
 
     if required_tokens > limit:
         results = {
-            s.name: SectionResult(s.name, sum(i.tokens for i in s.items), list(s.items)) if s.required
-            else SectionResult(s.name, 0, [], [Dropped(i.id, "the required parts alone do not fit")
-                                               for i in s.items])
+            s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items) if s.required
+            else SectionResult(s.name, 0, (), s.items, "the required parts alone do not fit")
             for s in sections
         }
         biggest = sorted(required, key=lambda s: -sum(i.tokens for i in s.items))
@@ -267,7 +275,7 @@ def plan(
                 continue
             cut.give_back(excess, second_pass=pass_number > 1)
 
-    results = {s.name: SectionResult(s.name, sum(i.tokens for i in s.items), list(s.items))
+    results = {s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items)
                for s in required}
     results.update({cut.section.name: cut.result() for cut in cuts})
     return finish(results, None)

@@ -190,6 +190,14 @@ def test_suffix_keeps_the_first_lines():
     assert trimmed.text == "a = 1\nb = 2\n" and trimmed.dropped_lines == 1
 
 
+def test_long_runs_of_dropped_items_are_reported_as_one_entry():
+    result = history_case(400, [10] * 40)  # 150 available for 400 of history
+    history = result.section("history")
+    assert len(history.dropped) == 25 and history.tokens == 150 and len(history.kept) == 15
+    assert result.report()["sections"][1]["dropped"] == [
+        {"item": "turn0 … turn24 (25 items)", "reason": "older than the kept history"}]
+
+
 def test_required_parts_that_do_not_fit_are_over_budget_with_sizes():
     sections = [
         Section("system", items("system", [100]), required=True, is_system=True),

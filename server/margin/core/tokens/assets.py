@@ -9,11 +9,13 @@ mistral-common's package data, checked against the hashes below.
 from __future__ import annotations
 
 import base64
+import binascii
 import gzip
 import hashlib
+import importlib.util
 import json
 import types
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 
@@ -29,10 +31,17 @@ TEKKEN_SHA256 = {
 
 
 def _read_package_file(package: str, name: str) -> bytes:
+    """A data file inside an installed package, found without importing the package (importing
+    bpe_openai loads its native bindings, which costs more than reading the file)."""
+    top, *inner = package.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        raise AssetError(f"{top} is not installed: {package}/{name} is needed")
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*inner, name)
     try:
-        return resources.files(package).joinpath(name).read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError, OSError) as error:
-        raise AssetError(f"{package}/{name} is not installed ({type(error).__name__})") from None
+        return path.read_bytes()
+    except OSError as error:
+        raise AssetError(f"{package}/{name} cannot be read ({type(error).__name__})") from None
 
 
 def _check(data: bytes, expected: str, what: str) -> None:
@@ -42,10 +51,13 @@ def _check(data: bytes, expected: str, what: str) -> None:
 
 
 def _parse_tiktoken_bpe(data: bytes) -> dict[bytes, int]:
-    return {
-        base64.b64decode(token): int(rank)
-        for token, rank in (line.split() for line in data.splitlines() if line)
-    }
+    decode = binascii.a2b_base64
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split(b" ")
+            ranks[decode(token)] = int(rank)
+    return ranks
 
 
 def openai_encoding_args(name: str) -> dict[str, Any]:

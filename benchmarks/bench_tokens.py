@@ -1,0 +1,107 @@
+"""Counting throughput against raw tiktoken `encode_ordinary`, and tokenizer cold loads.
+
+Targets (SPEC, Performance): exact counting within 1.25x of raw tiktoken for both families;
+each tokenizer ready to count in <= 1 s cold (Tekken <= 1.5 s, mistral-common's own loader
+measured beside it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import interleaved, verdict  # noqa: E402
+
+COLD_LOAD = {
+    "margin tekken_240911": "from margin.core.tokens.local import tekken_counter as f; f('tekken_240911')",
+    "mistral-common Tekkenizer.from_file": (
+        "from importlib import resources; from mistral_common.tokens.tokenizers.tekken import Tekkenizer; "
+        "Tekkenizer.from_file(str(resources.files('mistral_common.data').joinpath('tekken_240911.json')))"),
+    "margin o200k_base": "from margin.core.tokens.local import tiktoken_counter as f; f('o200k_base')",
+}
+PRELUDE = {
+    "margin tekken_240911": "import margin.core.tokens.local",
+    "mistral-common Tekkenizer.from_file": "import mistral_common.tokens.tokenizers.tekken",
+    "margin o200k_base": "import margin.core.tokens.local",
+}
+
+
+def cold_load_seconds(name: str) -> float:
+    """Build time in a fresh process, after imports (the file is in the page cache)."""
+    code = (f"{PRELUDE[name]}\nimport time, json\nt = time.perf_counter()\n{COLD_LOAD[name]}\n"
+            "print(json.dumps(time.perf_counter() - t))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def source_corpus(limit_bytes: int = 2_000_000) -> list[str]:
+    """800-character chunks of the standard library's Python source."""
+    chunks: list[str] = []
+    size = 0
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for i in range(0, len(text), 800):
+            chunks.append(text[i : i + 800])
+            size += 800
+        if size >= limit_bytes:
+            break
+    return chunks
+
+
+def main() -> None:
+    from importlib import resources
+
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    from margin.core.tokens.counter import CountCache
+    from margin.core.tokens.local import tekken_counter, tiktoken_counter
+
+    chunks = source_corpus()
+    megabytes = sum(len(c.encode()) for c in chunks) / 1e6
+    o200k = tiktoken_counter("o200k_base")
+    tekken = tekken_counter("tekken_240911")
+    raw = o200k._encode_len.__closure__[0].cell_contents  # the tiktoken Encoding itself
+    mistral = Tekkenizer.from_file(str(resources.files("mistral_common.data").joinpath("tekken_240911.json")))
+
+    def fresh(counter):
+        def run():
+            counter.cache = CountCache()  # every text is new: the cache only costs
+            for chunk in chunks:
+                counter.count(chunk)
+        return run
+
+    times = interleaved(
+        5,
+        raw_tiktoken=lambda: [raw.encode_ordinary(c) for c in chunks],
+        margin_tiktoken=fresh(o200k),
+        margin_tekken=fresh(tekken),
+        mistral_common=lambda: [mistral.encode(c, bos=False, eos=False) for c in chunks],
+    )
+    print(f"Counting {len(chunks)} chunks of Python source ({megabytes:.1f} MB), median of 5 interleaved rounds")
+    for name, seconds in times.items():
+        ratio = seconds / times["raw_tiktoken"]
+        print(f"  {name:<16} {megabytes / seconds:6.1f} MB/s   {ratio:4.2f}x raw tiktoken time")
+    for name in ("margin_tiktoken", "margin_tekken"):
+        ratio = times[name] / times["raw_tiktoken"]
+        print(f"  target {name} <= 1.25x raw tiktoken: {ratio:.2f}x  {verdict(ratio <= 1.25)}")
+
+    print("Cold load (fresh process, after imports), median of 3 interleaved rounds")
+    loads: dict[str, list[float]] = {name: [] for name in COLD_LOAD}
+    for _ in range(3):
+        for name in COLD_LOAD:
+            loads[name].append(cold_load_seconds(name))
+    medians = {name: sorted(values)[1] for name, values in loads.items()}
+    for name, seconds in medians.items():
+        print(f"  {name:<38} {seconds:5.2f} s")
+    ours, theirs = medians["margin tekken_240911"], medians["mistral-common Tekkenizer.from_file"]
+    print(f"  target Tekken <= 1.5 s: {ours:.2f} s  {verdict(ours <= 1.5)}"
+          f"  ({theirs / ours:.1f}x faster than mistral-common's loader)")
+    print(f"  target o200k_base <= 1 s: {medians['margin o200k_base']:.2f} s  "
+          f"{verdict(medians['margin o200k_base'] <= 1.0)}")
+
+
+if __name__ == "__main__":
+    main()
