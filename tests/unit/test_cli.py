@@ -47,7 +47,7 @@ def test_doctor_reports_a_tokenizer_that_cannot_load(fake):
                                    "MARGIN_CHAT_TOKENIZER": "tekken:tekken_missing",
                                    "MARGIN_EDIT_MODEL": "devstral-small-2507"})
     assert "heuristic (approximate; unavailable: unknown Tekken file 'tekken_missing'" in result.stdout
-    assert "tekken:tekken_240911 (exact)" in result.stdout
+    assert "tekken:tekken_240911@v7 (exact)" in result.stdout
 
 
 def test_doctor_fails_and_says_why_when_nothing_answers():

@@ -66,12 +66,15 @@ def documented_context_window(model: str | None) -> int | None:
 
 
 def tiktoken_encoding_for(model: str | None) -> str:
-    """The tiktoken encoding an OpenAI model uses: cl100k_base for the GPT-4 and GPT-3.5
-    generation, o200k_base for everything since (and as the fallback)."""
-    name = _bare(model or "")
-    if name.startswith(("gpt-4-", "gpt-3.5")) or name == "gpt-4":
-        return "cl100k_base"
-    return "o200k_base"
+    """The tiktoken encoding of an OpenAI model, from tiktoken's own table
+    (`encoding_name_for_model`), falling back to o200k_base, the encoding of every model since
+    GPT-4o."""
+    from tiktoken.model import encoding_name_for_model
+
+    try:
+        return encoding_name_for_model(_bare(model or ""))
+    except KeyError:
+        return "o200k_base"
 
 
 def is_reasoning_model(model: str | None) -> bool:
@@ -97,3 +100,10 @@ def resolve_context_window(
     if documented:
         return documented, f"documented window of {model}"
     return FALLBACK_CONTEXT_WINDOW, "fallback: the backend did not say and the model is unknown; set contextWindow"
+
+
+def mistral_instruct_version(model: str | None) -> str:
+    """The chat framing a Mistral model uses: v3 for Mistral Nemo (the July 2024 generation),
+    v7 for everything current."""
+    name = _bare(model or "")
+    return "v3" if name.startswith(("mistral-nemo", "open-mistral-nemo")) else "v7"

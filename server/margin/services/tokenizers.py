@@ -37,7 +37,7 @@ def build_local(choice: TokenizerChoice) -> LocalCounter:
     if choice.kind == "tiktoken":
         return tiktoken_counter(choice.variant or "o200k_base")
     if choice.kind == "tekken":
-        return tekken_counter(choice.variant or "tekken_240911")
+        return tekken_counter(choice.variant or "tekken_240911", choice.framing or "v7")  # type: ignore[arg-type]
     raise ValueError(f"{choice.name} is not an in-process tokenizer")
 
 

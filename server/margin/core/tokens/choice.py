@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from margin.core.models import model_family, tiktoken_encoding_for
+from margin.core.models import mistral_instruct_version, model_family, tiktoken_encoding_for
 
 DEFAULT_TEKKEN = "tekken_240911"
 """The Tekken vocabulary of current Mistral models (Nemo onwards), shipped by mistral-common."""
@@ -21,10 +21,13 @@ class TokenizerChoice:
     """tiktoken | tekken | llama.cpp | heuristic"""
     variant: str | None = None
     """the tiktoken encoding or Tekken file, where the kind has one"""
+    framing: str | None = None
+    """for Tekken: the instruct version whose chat framing is counted (v3 or v7)"""
 
     @property
     def name(self) -> str:
-        return f"{self.kind}:{self.variant}" if self.variant else self.kind
+        name = f"{self.kind}:{self.variant}" if self.variant else self.kind
+        return f"{name}@{self.framing}" if self.framing else name
 
     @property
     def exact(self) -> bool:
@@ -39,14 +42,14 @@ def choose_tokenizer(
     if kind == "tiktoken":
         return TokenizerChoice("tiktoken", variant or tiktoken_encoding_for(model))
     if kind == "tekken":
-        return TokenizerChoice("tekken", variant or DEFAULT_TEKKEN)
+        return TokenizerChoice("tekken", variant or DEFAULT_TEKKEN, mistral_instruct_version(model))
     if kind in ("llama.cpp", "heuristic"):
         return TokenizerChoice(kind)
     family = model_family(model)
     if family == "openai":
         return TokenizerChoice("tiktoken", tiktoken_encoding_for(model))
     if family == "mistral":
-        return TokenizerChoice("tekken", DEFAULT_TEKKEN)
+        return TokenizerChoice("tekken", DEFAULT_TEKKEN, mistral_instruct_version(model))
     if backend_kind == "llama.cpp":
         return TokenizerChoice("llama.cpp")
     return TokenizerChoice("heuristic")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
 from margin.core.tokens.counter import CountCache, LocalCounter, OpenAIFraming
-from margin.core.tokens.mistral import MistralV3Framing
+from margin.core.tokens.mistral import InstructVersion, MistralFraming
 
 
 def _encoding(args: dict):
@@ -21,7 +21,8 @@ def tiktoken_counter(encoding: str, cache: CountCache | None = None) -> LocalCou
                         OpenAIFraming(), cache=cache)
 
 
-def tekken_counter(name: str, cache: CountCache | None = None) -> LocalCounter:
+def tekken_counter(name: str, version: InstructVersion = "v7",
+                   cache: CountCache | None = None) -> LocalCounter:
     enc = _encoding(tekken_encoding_args(name))
-    return LocalCounter(f"tekken:{name}", lambda text: len(enc.encode_ordinary(text)),
-                        MistralV3Framing(), cache=cache)
+    return LocalCounter(f"tekken:{name}@{version}", lambda text: len(enc.encode_ordinary(text)),
+                        MistralFraming(version), cache=cache)

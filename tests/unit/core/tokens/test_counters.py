@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 
 import bpe_openai
@@ -34,10 +35,16 @@ def tekken_pair(request):
     return tekken_counter(request.param), Tekkenizer.from_file(str(path))
 
 
-@pytest.fixture(scope="module")
-def mistral_v3():
-    path = resources.files("mistral_common.data").joinpath("tekken_240911.json")
-    return tekken_counter("tekken_240911"), MistralTokenizer.from_file(str(path))
+@pytest.fixture(scope="module", params=["v3", "v7"])
+def mistral_chat(request, tmp_path_factory):
+    """Margin's counter and mistral-common's own encoder for the same instruct version. The
+    shipped Tekken file is v3; for v7 (current models) mistral-common reads the same vocabulary
+    with its config's version set to v7."""
+    raw = json.loads(resources.files("mistral_common.data").joinpath("tekken_240911.json").read_bytes())
+    raw["config"]["version"] = request.param
+    path = tmp_path_factory.mktemp("tekken") / "tekken_240911.json"
+    path.write_text(json.dumps(raw))
+    return tekken_counter("tekken_240911", request.param), MistralTokenizer.from_file(str(path))
 
 
 def test_corpus_is_varied():
@@ -78,10 +85,10 @@ MESSAGE_TYPES = {"system": SystemMessage, "user": UserMessage, "assistant": Assi
     st.lists(st.tuples(st.sampled_from(["user", "assistant"]), PIECES | st.just("")), max_size=6),
     PIECES,
 )
-def test_mistral_chat_framing_equals_encode_chat_completion(mistral_v3, systems, history, last):
+def test_mistral_chat_framing_equals_encode_chat_completion(mistral_chat, systems, history, last):
     """Conversations shaped as Margin sends them: system messages first, the newest user
     message last (mistral-common refuses empty assistant messages; Margin never sends one)."""
-    ours, reference = mistral_v3
+    ours, reference = mistral_chat
     assume(all(text or role != "assistant" for role, text in history))
     messages = ([ChatMessage("system", text) for text in systems]
                 + [ChatMessage(role, text) for role, text in history] + [ChatMessage("user", last)])
@@ -103,11 +110,11 @@ def test_heuristic_never_under_counts_tekken(name):
         assert heuristic_count(text) >= exact.count(text), label
 
 
-async def test_heuristic_counter_is_marked_approximate_and_frames_generously(mistral_v3):
+async def test_heuristic_counter_is_marked_approximate_and_frames_generously(mistral_chat):
     counter = heuristic_counter()
     messages = [ChatMessage("system", "s"), ChatMessage("user", "hello there")]
     assert counter.exact is False and counter.name == "heuristic"
-    assert await counter.count_chat(messages) >= mistral_v3[0].count_chat_now(messages)
+    assert await counter.count_chat(messages) >= mistral_chat[0].count_chat_now(messages)
 
 
 def test_counts_are_cached_by_content():
