@@ -54,8 +54,10 @@ def source_corpus(limit_bytes: int = 2_000_000) -> list[str]:
 def main() -> None:
     from importlib import resources
 
+    import tiktoken
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
+    from margin.core.tokens.assets import openai_encoding_args
     from margin.core.tokens.counter import CountCache
     from margin.core.tokens.local import tekken_counter, tiktoken_counter
 
@@ -63,7 +65,7 @@ def main() -> None:
     megabytes = sum(len(c.encode()) for c in chunks) / 1e6
     o200k = tiktoken_counter("o200k_base")
     tekken = tekken_counter("tekken_240911")
-    raw = o200k._encode_len.__closure__[0].cell_contents  # the tiktoken Encoding itself
+    raw = tiktoken.Encoding(**openai_encoding_args("o200k_base"))  # the same encoding, used bare
     mistral = Tekkenizer.from_file(str(resources.files("mistral_common.data").joinpath("tekken_240911.json")))
 
     def fresh(counter):

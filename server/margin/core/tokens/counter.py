@@ -22,7 +22,7 @@ from margin.core.llm import ChatMessage
 
 class TokenCounter(ABC):
     name: str
-    """e.g. `tiktoken:o200k_base`, `tekken:tekken_240911`, `llama.cpp`, `heuristic`"""
+    """e.g. `tiktoken:o200k_base`, `tekken:tekken_240911@v7`, `llama.cpp`, `heuristic`"""
     exact: bool
     """counts are the model's own (False for the heuristic)"""
 
@@ -65,18 +65,11 @@ class CountCache:
             self._counts.popitem(last=False)
 
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
-        key = self.key(text)
-        found = self._counts.get(key)
-        if found is not None:
-            self._counts.move_to_end(key)
-            self.hits += 1
-            return found
-        self.misses += 1
-        value = count(text)
-        self._counts[key] = value
-        if len(self._counts) > self._max:
-            self._counts.popitem(last=False)
-        return value
+        found = self.get(text)
+        if found is None:
+            found = count(text)
+            self.put(text, found)
+        return found
 
 
 class ChatFraming(ABC):
