@@ -1,0 +1,245 @@
+"""Threads in one SQLite file, through aiosqlite: WAL journal, foreign keys, versioned schema
+migrations (`PRAGMA user_version`), every write in one transaction so a process killed mid-write
+leaves the file consistent. Any SQLite failure becomes `StoreUnavailable` with a message that
+names the file and what to do."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator, Sequence
+
+import aiosqlite
+
+from margin.core.threads import Message, NewMessage, StoreUnavailable, Thread
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS: list[str] = [
+    # 1: threads, messages, token counts
+    """
+    CREATE TABLE threads (
+        id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        context TEXT NOT NULL,
+        title TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX threads_by_workspace ON threads (workspace, context, created_at);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        hidden INTEGER NOT NULL DEFAULT 0,
+        kind TEXT,
+        uri TEXT,
+        fingerprint TEXT,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX messages_by_thread ON messages (thread_id, id);
+    CREATE TABLE token_counts (
+        message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+        tokenizer TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        PRIMARY KEY (message_id, tokenizer)
+    );
+    """,
+]
+
+BUSY_TIMEOUT_MS = 2000
+
+
+def _explain(path: Path, error: Exception) -> str:
+    text = str(error).lower()
+    if "locked" in text or "busy" in text:
+        why = "it is locked by another process"
+        fix = "close the other program using it, or set a different database path"
+    elif "readonly" in text or "read-only" in text or "permission" in text or "unable to open" in text:
+        why = "it cannot be written"
+        fix = "check the file's and its folder's permissions, or set a different database path"
+    elif "not a database" in text or "malformed" in text or "corrupt" in text:
+        why = "it is not a valid SQLite database (damaged?)"
+        fix = "move the file aside (Margin will start a new one), or set a different database path"
+    else:
+        why = f"{type(error).__name__}: {error}"
+        fix = "set a different database path"
+    return f"Margin cannot use its thread database {path}: {why}. To fix: {fix}."
+
+
+class SQLiteThreadStore:
+    """ThreadStore on one SQLite file. The connection opens lazily on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: aiosqlite.Connection | None = None
+
+    async def open(self) -> None:
+        if self._db is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreUnavailable(_explain(self.path, error)) from None
+        db = None
+        try:
+            db = await aiosqlite.connect(self.path, isolation_level=None)
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await db.execute("PRAGMA foreign_keys = ON")
+            mode = await (await db.execute("PRAGMA journal_mode = WAL")).fetchone()
+            await self._migrate(db)
+            await db.execute("PRAGMA quick_check")
+        except (sqlite3.Error, OSError) as error:
+            if db is not None:
+                await db.close()
+            raise StoreUnavailable(_explain(self.path, error)) from None
+        self._db = db
+        log.info("thread store open journal=%s", mode[0] if mode else "?")
+
+    async def _migrate(self, db: aiosqlite.Connection) -> None:
+        version = (await (await db.execute("PRAGMA user_version")).fetchone())[0]
+        if version > len(MIGRATIONS):
+            raise sqlite3.DatabaseError(
+                f"the file's schema is version {version}, newer than this Margin knows "
+                f"({len(MIGRATIONS)}); upgrade Margin")
+        for number in range(version + 1, len(MIGRATIONS) + 1):
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in MIGRATIONS[number - 1].split(";"):
+                    if statement.strip():
+                        await db.execute(statement)
+                await db.execute(f"PRAGMA user_version = {number}")
+                await db.execute("COMMIT")
+            except BaseException:
+                await db.execute("ROLLBACK")
+                raise
+            log.info("thread store migrated to schema %d", number)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            await self.open()
+        assert self._db is not None
+        return self._db
+
+    async def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        db = await self._conn()
+        try:
+            cursor = await db.execute(sql, args)
+            return list(await cursor.fetchall())
+        except sqlite3.Error as error:
+            raise StoreUnavailable(_explain(self.path, error)) from None
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction: all of it lands, or none of it."""
+        db = await self._conn()
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                await db.execute("COMMIT")
+            except BaseException:
+                await db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise StoreUnavailable(_explain(self.path, error)) from None
+
+    async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        async with self._transaction() as db:
+            for sql, args in statements:
+                await db.execute(sql, args)
+
+    @staticmethod
+    def _thread(row: Sequence[Any]) -> Thread:
+        return Thread(id=row[0], workspace=row[1], context=row[2], title=row[3],
+                      created_at=row[4], updated_at=row[5])
+
+    _THREAD_COLUMNS = "id, workspace, context, title, created_at, updated_at"
+
+    async def new_thread(self, workspace: str, context: str, title: str | None = None) -> Thread:
+        now = time.time()
+        thread = Thread(uuid.uuid4().hex, workspace, context, now, now, title)
+        await self._write([(
+            f"INSERT INTO threads ({self._THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (thread.id, workspace, context, title, now, now),
+        )])
+        return thread
+
+    async def canonical_thread(self, workspace: str, context: str) -> Thread:
+        rows = await self._read(
+            f"SELECT {self._THREAD_COLUMNS} FROM threads WHERE workspace = ? AND context = ? "
+            "ORDER BY created_at DESC, id DESC LIMIT 1", (workspace, context))
+        return self._thread(rows[0]) if rows else await self.new_thread(workspace, context)
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        rows = await self._read(f"SELECT {self._THREAD_COLUMNS} FROM threads WHERE id = ?", (thread_id,))
+        return self._thread(rows[0]) if rows else None
+
+    async def list_threads(self, workspace: str | None = None) -> list[Thread]:
+        where, args = ("WHERE workspace = ?", (workspace,)) if workspace is not None else ("", ())
+        rows = await self._read(
+            f"SELECT {self._THREAD_COLUMNS} FROM threads {where} ORDER BY updated_at DESC, created_at DESC",
+            args)
+        return [self._thread(row) for row in rows]
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        existed = await self.get_thread(thread_id) is not None
+        await self._write([("DELETE FROM threads WHERE id = ?", (thread_id,))])
+        return existed
+
+    async def messages(self, thread_id: str, *, include_hidden: bool = True) -> list[Message]:
+        hidden = "" if include_hidden else "AND m.hidden = 0"
+        rows = await self._read(
+            "SELECT m.id, m.role, m.content, m.created_at, m.hidden, m.kind, m.uri, m.fingerprint, m.meta, "
+            "(SELECT json_group_object(tokenizer, tokens) FROM token_counts WHERE message_id = m.id) "
+            f"FROM messages m WHERE m.thread_id = ? {hidden} ORDER BY m.id", (thread_id,))
+        return [
+            Message(role=row[1], content=row[2], hidden=bool(row[4]), kind=row[5], uri=row[6],
+                    fingerprint=row[7], meta=json.loads(row[8]), tokens=json.loads(row[9] or "{}"),
+                    id=row[0], thread_id=thread_id, created_at=row[3])
+            for row in rows
+        ]
+
+    async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
+        if await self.get_thread(thread_id) is None:
+            raise KeyError(thread_id)
+        now = time.time()
+        added = []
+        async with self._transaction() as db:
+            for m in messages:
+                cursor = await db.execute(
+                    "INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, "
+                    "fingerprint, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint,
+                     json.dumps(dict(m.meta))))
+                message_id = cursor.lastrowid or 0
+                await db.executemany(
+                    "INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
+                    [(message_id, tokenizer, tokens) for tokenizer, tokens in m.tokens.items()])
+                added.append(Message(**{**m.__dict__, "meta": dict(m.meta), "tokens": dict(m.tokens)},
+                                     id=message_id, thread_id=thread_id, created_at=now))
+            await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
+        return added
+
+    async def delete_messages(self, message_ids: Sequence[int]) -> None:
+        if message_ids:
+            marks = ",".join("?" * len(message_ids))
+            await self._write([(f"DELETE FROM messages WHERE id IN ({marks})", tuple(message_ids))])
+
+    async def purge_inactive(self, older_than: float) -> int:
+        stale = await self._read("SELECT id FROM threads WHERE updated_at < ?", (older_than,))
+        if stale:
+            await self._write([("DELETE FROM threads WHERE updated_at < ?", (older_than,))])
+        return len(stale)

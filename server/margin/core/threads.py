@@ -1,0 +1,155 @@
+"""Conversation threads: what is stored, and the store's interface.
+
+A thread belongs to a workspace folder and a context (`chat`); the newest thread of a
+(workspace, context) pair is its canonical thread, which chat and edit-ops share unless a
+request names another. Messages carry role, content, metadata and token counts by tokenizer.
+Hidden messages (a file's content as the model was shown it) are part of the prompt but never
+of the history a person sees.
+
+`MemoryThreadStore` keeps threads in memory: the store chat falls back to when the database
+cannot be used, so chat goes on working without persistence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Protocol, Sequence
+
+from margin.core.llm import Role
+
+FILE_CONTEXT = "virtual_file_context"
+
+
+@dataclass(frozen=True)
+class Thread:
+    id: str
+    workspace: str
+    context: str
+    created_at: float
+    updated_at: float
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    role: Role
+    content: str
+    hidden: bool = False
+    kind: str | None = None
+    uri: str | None = None
+    fingerprint: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    tokens: Mapping[str, int] = field(default_factory=dict)
+    """token counts by tokenizer name, stored so the thread is never re-tokenized"""
+
+
+@dataclass(frozen=True)
+class Message(NewMessage):
+    id: int = 0
+    thread_id: str = ""
+    created_at: float = 0.0
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be used (locked, read-only, corrupt, unreadable). The message says
+    which file and why, for a person."""
+
+
+class ThreadStore(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def canonical_thread(self, workspace: str, context: str) -> Thread:
+        """The newest thread of (workspace, context), created if there is none."""
+
+    async def new_thread(self, workspace: str, context: str, title: str | None = None) -> Thread: ...
+
+    async def get_thread(self, thread_id: str) -> Thread | None: ...
+
+    async def list_threads(self, workspace: str | None = None) -> list[Thread]:
+        """Newest activity first."""
+
+    async def delete_thread(self, thread_id: str) -> bool: ...
+
+    async def messages(self, thread_id: str, *, include_hidden: bool = True) -> list[Message]:
+        """In the order they were added."""
+
+    async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
+        """Adds all of `messages` or none of them."""
+
+    async def delete_messages(self, message_ids: Sequence[int]) -> None: ...
+
+    async def purge_inactive(self, older_than: float) -> int:
+        """Removes threads with no activity since `older_than` (a time.time() value); returns
+        how many."""
+
+
+class MemoryThreadStore:
+    """A ThreadStore in memory."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, Thread] = {}
+        self._messages: dict[str, list[Message]] = {}
+        self._ids = itertools.count(1)
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def canonical_thread(self, workspace: str, context: str) -> Thread:
+        mine = [t for t in self._threads.values() if (t.workspace, t.context) == (workspace, context)]
+        if mine:
+            return max(mine, key=lambda t: (t.created_at, t.id))
+        return await self.new_thread(workspace, context)
+
+    async def new_thread(self, workspace: str, context: str, title: str | None = None) -> Thread:
+        now = time.time()
+        thread = Thread(uuid.uuid4().hex, workspace, context, now, now, title)
+        self._threads[thread.id] = thread
+        self._messages[thread.id] = []
+        return thread
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        return self._threads.get(thread_id)
+
+    async def list_threads(self, workspace: str | None = None) -> list[Thread]:
+        threads = [t for t in self._threads.values() if workspace is None or t.workspace == workspace]
+        return sorted(threads, key=lambda t: (t.updated_at, t.created_at), reverse=True)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        self._messages.pop(thread_id, None)
+        return self._threads.pop(thread_id, None) is not None
+
+    async def messages(self, thread_id: str, *, include_hidden: bool = True) -> list[Message]:
+        found = self._messages.get(thread_id, [])
+        return [m for m in found if include_hidden or not m.hidden]
+
+    async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
+        if thread_id not in self._threads:
+            raise KeyError(thread_id)
+        now = time.time()
+        added = [
+            Message(**{**m.__dict__, "meta": dict(m.meta), "tokens": dict(m.tokens)},
+                    id=next(self._ids), thread_id=thread_id, created_at=now)
+            for m in messages
+        ]
+        self._messages[thread_id].extend(added)
+        self._threads[thread_id] = replace(self._threads[thread_id], updated_at=now)
+        return added
+
+    async def delete_messages(self, message_ids: Sequence[int]) -> None:
+        doomed = set(message_ids)
+        for thread_id, found in self._messages.items():
+            self._messages[thread_id] = [m for m in found if m.id not in doomed]
+
+    async def purge_inactive(self, older_than: float) -> int:
+        stale = [t.id for t in self._threads.values() if t.updated_at < older_than]
+        for thread_id in stale:
+            await self.delete_thread(thread_id)
+        return len(stale)
