@@ -128,12 +128,34 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
 }
 
 
+class GlobalSettings(BaseModel):
+    """Settings that belong to no profile."""
+
+    model_config = _MODEL_CONFIG
+
+    database: OptionalName = None
+    """the thread database file; unset: threads.db in Margin's user data folder"""
+    thread_ttl_days: Annotated[int, Field(ge=1, le=36500)] = 30
+    """threads with no activity for this many days are removed"""
+    prompts_dir: OptionalName = None
+    """a folder of prompt templates that take precedence over the shipped ones"""
+
+
+PartialGlobals = create_model(  # type: ignore[call-overload]
+    "PartialGlobals",
+    __config__=_MODEL_CONFIG,
+    **{name: (info.rebuild_annotation() | None, None) for name, info in GlobalSettings.model_fields.items()},
+)
+_GLOBAL_KEYS = {to_camel(name): name for name in GlobalSettings.model_fields}
+
+
 class Settings(BaseModel):
     """Everything Margin is configured with, resolved."""
 
     model_config = ConfigDict(frozen=True)
 
     profiles: dict[str, ProfileSettings]
+    globals: GlobalSettings = GlobalSettings()
 
     def profile(self, name: str) -> ProfileSettings:
         return self.profiles[name]
@@ -182,7 +204,7 @@ def _did_you_mean(name: str) -> str:
 def _problems_from(error: ValidationError, source: Source, prefix: str) -> list[Problem]:
     problems = []
     for item in error.errors():
-        path = ".".join([prefix, *(str(part) for part in item["loc"])])
+        path = ".".join([p for p in [prefix, *(str(part) for part in item["loc"])] if p])
         path = source.labels.get(path, path)
         message = item["msg"]
         if item["type"] == "extra_forbidden":
@@ -194,16 +216,23 @@ def _problems_from(error: ValidationError, source: Source, prefix: str) -> list[
 
 
 def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
-    """A source's blocks as {block: {field: value}} with only the fields it sets."""
+    """A source's blocks as {block: {field: value}} with only the fields it sets; settings that
+    belong to no profile go in the block "globals"."""
     blocks: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
     if not isinstance(source.values, Mapping):
         return {}, [Problem(source.name, "margin", "must be an object")]
+    top = {k: v for k, v in source.values.items() if k in _GLOBAL_KEYS and v is not None}
+    if top:
+        try:
+            blocks["globals"] = PartialGlobals.model_validate(top).model_dump(exclude_none=True)
+        except ValidationError as error:
+            problems.extend(_problems_from(error, source, ""))
     for key, value in source.values.items():
-        if key in _CLIENT_KEYS:
+        if key in _CLIENT_KEYS or key in _GLOBAL_KEYS:
             continue
         if key != "defaults" and key not in PROFILES:
-            expected = ", ".join(("defaults", *PROFILES))
+            expected = ", ".join(("defaults", *PROFILES, *_GLOBAL_KEYS))
             problems.append(
                 Problem(source.name, key, f"unknown setting (expected one of {expected})")
             )
@@ -242,7 +271,10 @@ def resolve(sources: Sequence[Source]) -> Settings:
         for blocks in parsed:
             values.update(blocks.get(name, {}))
         profiles[name] = ProfileSettings.model_validate(values)
-    return Settings(profiles=profiles)
+    globals_ = GlobalSettings().model_dump()
+    for blocks in parsed:
+        globals_.update(blocks.get("globals", {}))
+    return Settings(profiles=profiles, globals=GlobalSettings.model_validate(globals_))
 
 
 _ENV_PREFIX = "MARGIN_"
@@ -256,18 +288,24 @@ _ENV_BLOCK_NAMES = sorted(
     reverse=True,
 )
 _ENV_FIELDS = {name.upper(): to_camel(name) for name in ProfileSettings.model_fields}
+_ENV_GLOBALS = {name.upper(): to_camel(name) for name in GlobalSettings.model_fields}
 
 
 def environment_source(environ: Mapping[str, str]) -> Source:
     """`MARGIN_<PROFILE>_<FIELD>` variables as a source (e.g. MARGIN_CHAT_OPS_MODEL,
-    MARGIN_DEFAULTS_BASE_URL). A variable that names a profile and an unknown field is
+    MARGIN_DEFAULTS_BASE_URL), and MARGIN_<SETTING> for settings of no profile
+    (MARGIN_DATABASE, MARGIN_THREAD_TTL_DAYS, MARGIN_PROMPTS_DIR). A variable that names a profile and an unknown field is
     reported as an unknown setting; other MARGIN_ variables are not settings and are ignored."""
-    values: dict[str, dict[str, Any]] = {}
+    values: dict[str, Any] = {}
     labels: dict[str, str] = {}
     for key in sorted(environ):
         if not key.startswith(_ENV_PREFIX):
             continue
         rest = key[len(_ENV_PREFIX) :]
+        if rest in _ENV_GLOBALS:
+            values[_ENV_GLOBALS[rest]] = environ[key]
+            labels[_ENV_GLOBALS[rest]] = key
+            continue
         for env_block, block in _ENV_BLOCK_NAMES:
             if rest.startswith(env_block + "_"):
                 name = _ENV_FIELDS.get(rest[len(env_block) + 1 :], key)
