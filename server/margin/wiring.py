@@ -7,6 +7,7 @@ from typing import Mapping
 
 from margin.adapters.llama_tokens import LlamaCppCounter
 from margin.adapters.openai_http import OpenAICompatibleProvider
+from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.services.app import MarginApp
 
 
@@ -19,4 +20,5 @@ def make_llama_counter(base_url: str, timeout_s: float) -> LlamaCppCounter:
 
 
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
-    return MarginApp.create(make_provider, make_llama_counter, os.environ if environ is None else environ)
+    return MarginApp.create(make_provider, make_llama_counter, SQLiteThreadStore,
+                            os.environ if environ is None else environ)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from pathlib import Path
+from typing import Callable, Mapping
 
+from margin.core.prompts import Templates
 from margin.core.settings import SettingsState
+from margin.core.threads import ThreadStore
 from margin.core.vfs import VirtualFileStore
 from margin.core.tokens.choice import choose_tokenizer
 from margin.services.backends import Backends, ProviderFactory
+from margin.services.threads import Threads, default_database_path
 from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
 
 
@@ -17,20 +21,44 @@ class MarginApp:
     settings: SettingsState
     backends: Backends
     tokenizers: Tokenizers
+    make_store: Callable[[Path], ThreadStore]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
+    tell_user: Callable[[str], None] = lambda message: None
+    _threads: Threads | None = None
+    _templates: Templates | None = None
 
     @classmethod
     def create(
         cls,
         make_provider: ProviderFactory,
         make_llama_counter: LlamaCounterFactory,
+        make_store: Callable[[Path], ThreadStore],
         environ: Mapping[str, str],
     ) -> MarginApp:
         return cls(
             settings=SettingsState(environ),
             backends=Backends(make_provider, environ),
             tokenizers=Tokenizers(make_llama_counter),
+            make_store=make_store,
         )
+
+    @property
+    def threads(self) -> Threads:
+        """The thread store, opened on first use at the configured path."""
+        settings = self.settings.current.globals
+        path = Path(settings.database).expanduser() if settings.database else default_database_path()
+        if self._threads is None or self._threads.path != path:
+            self._threads = Threads(self.make_store, path, ttl_days=settings.thread_ttl_days,
+                                    tell_user=lambda message: self.tell_user(message))
+        return self._threads
+
+    @property
+    def templates(self) -> Templates:
+        folder = self.settings.current.globals.prompts_dir
+        user_dir = Path(folder).expanduser() if folder else None
+        if self._templates is None or self._templates.user_dir != user_dir:
+            self._templates = Templates(user_dir)
+        return self._templates
 
     def preload_tokenizers(self) -> None:
         """Start building the in-process tokenizers the enabled profiles name (by setting or by
@@ -41,3 +69,5 @@ class MarginApp:
     async def aclose(self) -> None:
         await self.backends.aclose()
         await self.tokenizers.aclose()
+        if self._threads is not None:
+            await self._threads.close()
