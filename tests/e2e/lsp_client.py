@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 from pathlib import Path
@@ -31,6 +32,17 @@ def _client() -> LanguageClient:
     client.protocol._converter.register_structure_hook(
         JsonRPCResponseMessage, lambda obj, cls: cls(**obj)
     )
+    client.partials = {}  # partial results by token, in arrival order
+    default_progress = client.protocol.fm.features[types.PROGRESS]
+
+    def progress(params: types.ProgressParams) -> None:  # stored handlers have the client bound
+        value = params.value
+        if isinstance(value, dict) and "delta" in value:
+            client.partials.setdefault(params.token, []).append(value["delta"])
+        else:
+            default_progress(params)
+
+    client.protocol.fm.features[types.PROGRESS] = progress
     return client
 
 
@@ -98,6 +110,25 @@ def change_doc(client: LanguageClient, uri: str, version: int, *changes: tuple[t
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
         content_changes=events,
     ))
+
+
+def cancellable(client: LanguageClient, method: str, params: Any) -> tuple[asyncio.Future[Any], Any]:
+    """Send a request; return its future and a function that sends $/cancelRequest for it
+    (cancelling the future alone tells the server nothing)."""
+    before = set(client.protocol._request_futures)
+    future = asyncio.wrap_future(client.protocol.send_request(method, params))
+    (msg_id,) = set(client.protocol._request_futures) - before
+
+    def cancel() -> None:
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+
+    return future, cancel
+
+
+def progress_token(client: LanguageClient, token: str) -> str:
+    """A client-created work-done token, registered so the test client accepts its reports."""
+    client.progress_reports.setdefault(token, [])
+    return token
 
 
 async def status(client: LanguageClient, **params: Any) -> dict[str, Any]:

@@ -35,7 +35,9 @@ async def test_initialize_advertises_what_margin_does():
         assert sync.open_close is True
         assert sync.change == types.TextDocumentSyncKind.Incremental
         assert caps.position_encoding == types.PositionEncodingKind.Utf16
-        assert caps.experimental["margin"]["methods"] == ["margin/status"]
+        assert caps.experimental["margin"]["methods"] == [
+            "margin/status", "margin/chat", "margin/explain", "margin/history", "margin/threads",
+            "margin/newThread", "margin/deleteThread"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__
         # Nothing Margin does not implement yet is claimed.

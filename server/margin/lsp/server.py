@@ -35,13 +35,21 @@ from margin.core.vfs import (
     TextChange,
     choose_position_encoding,
 )
+from margin.lsp import params as wire
 from margin.services.app import MarginApp
+from margin.services.chat import ChatError, ChatOutcome, ChatService
 from margin.services.diagnosis import diagnose
 
 log = logging.getLogger(__name__)
 
 STATUS = "margin/status"
-CUSTOM_METHODS = [STATUS]
+CHAT = "margin/chat"
+EXPLAIN = "margin/explain"
+HISTORY = "margin/history"
+THREADS = "margin/threads"
+NEW_THREAD = "margin/newThread"
+DELETE_THREAD = "margin/deleteThread"
+CUSTOM_METHODS = [STATUS, CHAT, EXPLAIN, HISTORY, THREADS, NEW_THREAD, DELETE_THREAD]
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
@@ -158,7 +166,9 @@ class MarginLanguageServer(LanguageServer):
             converter_factory=margin_converter,
         )
         self.app = app
-        self._pending_messages: list[str] = []
+        app.tell_user = lambda message: self.tell_user(message, types.MessageType.Warning)
+        self.chat = ChatService(app, workspace_folders=self.workspace_folder_uris)
+        self._pending_messages: list[tuple[str, types.MessageType]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
 
@@ -176,19 +186,45 @@ class MarginLanguageServer(LanguageServer):
 
         task.add_done_callback(done)
 
-    def tell_user(self, message: str) -> None:
-        """An error the user must see (window/showMessage); held back until `initialized`."""
+    def tell_user(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        """Something the user must see (window/showMessage); held back until `initialized`."""
         if not self._initialized:
-            self._pending_messages.append(message)
+            self._pending_messages.append((message, kind))
             return
-        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
     def client_ready(self) -> None:
         """`initialized` arrived: say what was held back."""
         self._initialized = True
-        for message in self._pending_messages:
-            self.tell_user(message)
+        for message, kind in self._pending_messages:
+            self.tell_user(message, kind)
         self._pending_messages.clear()
+
+    def workspace_folder_uris(self) -> list[str]:
+        try:
+            workspace = self.workspace
+        except RuntimeError:  # before initialize
+            return []
+        folders = [folder.uri for folder in workspace.folders.values()]
+        if not folders and workspace.root_uri:
+            folders = [workspace.root_uri]
+        return folders
+
+    def start_work(self, token: Any, title: str) -> None:
+        """Cancellable work-done progress on the client's token; cancelling it cancels the
+        current request."""
+        if token is None:
+            return
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True))
+        task = asyncio.current_task()
+        cancel = self.work_done_progress.tokens[token]
+        cancel.add_done_callback(lambda f: task.cancel() if f.cancelled() and task else None)
+
+    def end_work(self, token: Any, message: str) -> None:
+        if token is None:
+            return
+        self.work_done_progress.tokens.pop(token, None)
+        self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
     def cancel_background_tasks(self) -> None:
         for task in list(self._tasks):
@@ -203,7 +239,7 @@ class MarginLanguageServer(LanguageServer):
             if self._initialized:
                 self.app.preload_tokenizers()
 
-    def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
+    def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:  # noqa: D102
         log.warning("invalid settings fields=%s", ",".join(p.field for p in problems))
         consequence = "Keeping the last good settings." if kept else "Using the built-in defaults."
         details = "; ".join(str(p) for p in problems)
@@ -332,6 +368,90 @@ def register(server: MarginLanguageServer) -> None:
             # The client quit without waiting for this reply (editors do) and the connection
             # is being torn down: there is no one left to answer.
             log.info("shutdown interrupted: the client has gone")
+
+    def failed(error: ChatError) -> RequestFailed:
+        return RequestFailed(str(error))
+
+    def outcome_json(outcome: ChatOutcome) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "threadId": outcome.thread_id,
+            "reply": outcome.reply,
+            "usage": {"promptTokens": outcome.usage.prompt_tokens,
+                      "completionTokens": outcome.usage.completion_tokens},
+            "budget": outcome.budget,
+        }
+        if outcome.over_budget or outcome.upstream_error:
+            result["message"] = outcome.over_budget or outcome.upstream_error
+        return result
+
+    @server.feature(CHAT)
+    async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.ChatRequestParams, params, CHAT)
+        token = request.partial_result_token
+
+        def on_delta(text: str) -> None:
+            if token is not None:
+                ls.progress(types.ProgressParams(token=token, value={"delta": text}))
+
+        ls.start_work(request.work_done_token, "Margin is answering")
+        outcome_message = "cancelled"
+        try:
+            outcome = await ls.chat.chat(request.core(), on_delta)
+            outcome_message = "done" if not (outcome.over_budget or outcome.upstream_error) else "not sent"
+            return outcome_json(outcome)
+        except ChatError as error:
+            outcome_message = "failed"
+            raise failed(error) from None
+        finally:
+            ls.end_work(request.work_done_token, outcome_message)
+
+    @server.feature(EXPLAIN)
+    async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.ExplainParams, params, EXPLAIN)
+        try:
+            prepared = await ls.chat.prepare(request.core(), request.profile)
+        except ChatError as error:
+            raise failed(error) from None
+        result = {"threadId": prepared.thread.id, "budget": prepared.assembly.plan.report(),
+                  "messages": [m.as_json() for m in prepared.assembly.messages]}
+        if prepared.assembly.over_budget:
+            result["message"] = prepared.assembly.over_budget
+        return result
+
+    @server.feature(HISTORY)
+    async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.HistoryParams, params, HISTORY)
+        core = wire.ChatRequestParams(message="-", thread_id=request.thread_id,
+                                      text_document=request.text_document).core()
+        try:
+            thread = await ls.app.threads.run(lambda store: ls.chat.thread_for(store, core))
+        except ChatError as error:
+            raise failed(error) from None
+        messages = await ls.app.threads.run(lambda store: store.messages(thread.id, include_hidden=False))
+        return {"threadId": thread.id, "messages": [
+            {"id": m.id, "role": m.role, "content": m.meta.get("display", m.content), "createdAt": m.created_at}
+            for m in messages]}
+
+    @server.feature(THREADS)
+    async def threads(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.ThreadsParams, params, THREADS)
+        found = await ls.app.threads.run(lambda store: store.list_threads(request.workspace))
+        return {"threads": [{"id": t.id, "workspace": t.workspace, "context": t.context, "title": t.title,
+                             "createdAt": t.created_at, "updatedAt": t.updated_at} for t in found],
+                "persistent": ls.app.threads.persistent}
+
+    @server.feature(NEW_THREAD)
+    async def new_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.NewThreadParams, params, NEW_THREAD)
+        workspace = ls.chat.workspace_of(request.text_document.uri if request.text_document else None)
+        thread = await ls.app.threads.run(lambda store: store.new_thread(workspace, "chat", request.title))
+        return {"threadId": thread.id}
+
+    @server.feature(DELETE_THREAD)
+    async def delete_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.DeleteThreadParams, params, DELETE_THREAD)
+        deleted = await ls.app.threads.run(lambda store: store.delete_thread(request.thread_id))
+        return {"deleted": deleted}
 
     @server.feature(STATUS)
     async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

@@ -1,0 +1,80 @@
+"""The params of Margin's own requests, validated from plain JSON (camelCase on the wire)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from margin.core.settings import PROFILES
+from margin.core.vfs import Position, Range
+from margin.services.chat import ChatParams
+
+Token = int | str
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class PositionModel(_Params):
+    line: Annotated[int, Field(ge=0)]
+    character: Annotated[int, Field(ge=0)]
+
+    def core(self) -> Position:
+        return Position(self.line, self.character)
+
+
+class RangeModel(_Params):
+    start: PositionModel
+    end: PositionModel
+
+    def core(self) -> Range:
+        return Range(self.start.core(), self.end.core())
+
+
+class DocumentModel(_Params):
+    uri: Annotated[str, Field(min_length=1)]
+
+
+class ChatRequestParams(_Params):
+    message: Annotated[str, Field(min_length=1)]
+    text_document: DocumentModel | None = None
+    selection: RangeModel | None = None
+    position: PositionModel | None = None
+    files: list[str] | None = None
+    thread_id: str | None = None
+    partial_result_token: Token | None = None
+    work_done_token: Token | None = None
+
+    def core(self) -> ChatParams:
+        return ChatParams(
+            message=self.message,
+            text_document=self.text_document.uri if self.text_document else None,
+            selection=self.selection.core() if self.selection else None,
+            files=self.files,
+            thread_id=self.thread_id,
+        )
+
+
+class ExplainParams(ChatRequestParams):
+    profile: Literal[PROFILES] = "chat"  # type: ignore[valid-type]
+
+
+class HistoryParams(_Params):
+    thread_id: str | None = None
+    text_document: DocumentModel | None = None
+
+
+class ThreadsParams(_Params):
+    workspace: str | None = None
+
+
+class NewThreadParams(_Params):
+    text_document: DocumentModel | None = None
+    title: str | None = None
+
+
+class DeleteThreadParams(_Params):
+    thread_id: Annotated[str, Field(min_length=1)]

@@ -1,0 +1,144 @@
+"""Chat through the real margin-lsp process: streaming, progress, cancellation, the busy guard,
+threads and history, explain, and a corrupt database."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+from tests.e2e.lsp_client import cancellable, margin_client, open_doc, progress_token, request
+from tests.fakes.fake_openai import reply, stream
+
+WS = "file:///ws"
+
+
+def env(fake, tmp_path, **extra):
+    return {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "threads.db"),
+            "MARGIN_CHAT_TOKENIZER": "tiktoken:o200k_base", **extra}
+
+
+def start(fake, tmp_path, **extra):
+    return margin_client(env=env(fake, tmp_path, **extra), root=Path("/ws"),
+                         capabilities=types.ClientCapabilities(
+                             window=types.WindowClientCapabilities(work_done_progress=True)))
+
+
+async def test_chat_streams_partial_results_with_cancellable_progress(fake, tmp_path):
+    fake.script(reply("Streaming works fine.", chunk_size=4))
+    async with start(fake, tmp_path) as client:
+        result = await request(client, "margin/chat", {
+            "message": "hi", "partialResultToken": "p1", "workDoneToken": progress_token(client, "w1")})
+        await asyncio.sleep(0.1)
+        assert client.partials["p1"] == ["Stre", "amin", "g wo", "rks ", "fine", "."]
+        assert result["reply"] == "Streaming works fine." == "".join(client.partials["p1"])
+        assert result["budget"]["tokenizer"] == {"name": "tiktoken:o200k_base", "exact": True}
+        assert {s["name"] for s in result["budget"]["sections"]} >= {"system", "history", "message"}
+        begin, *_, end = client.progress_reports["w1"]
+        assert begin.kind == "begin" and begin.cancellable is True and end.kind == "end"
+
+
+async def test_cancel_request_stops_the_model_call_and_leaves_the_thread(fake, tmp_path):
+    fake.script(stream(["one ", "two ", "three ", "four"], chunk_delay_s=0.4))
+    async with start(fake, tmp_path) as client:
+        pending, cancel = cancellable(client, "margin/chat", {"message": "slow please"})
+        await asyncio.sleep(0.6)
+        cancel()
+        with pytest.raises(JsonRpcException) as caught:
+            await pending
+        assert caught.value.code == -32800  # RequestCancelled
+        history = await request(client, "margin/history", {})
+        assert history["messages"] == []
+        after = await request(client, "margin/chat", {"message": "next"})
+        assert after["reply"] == "ok"
+
+
+async def test_work_done_cancel_cancels_the_request(fake, tmp_path):
+    fake.script(stream(["a ", "b ", "c ", "d"], chunk_delay_s=0.4))
+    async with start(fake, tmp_path) as client:
+        pending = asyncio.ensure_future(request(client, "margin/chat", {
+            "message": "x", "workDoneToken": progress_token(client, "w9")}))
+        await asyncio.sleep(0.6)
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token="w9"))
+        with pytest.raises(JsonRpcException) as caught:
+            await pending
+        assert caught.value.code == -32800  # RequestCancelled
+        assert (await request(client, "margin/history", {}))["messages"] == []
+
+
+async def test_second_chat_on_a_busy_thread_fails_at_once(fake, tmp_path):
+    fake.script(stream(["slow ", "answer"], chunk_delay_s=0.5))
+    async with start(fake, tmp_path) as client:
+        first = asyncio.ensure_future(request(client, "margin/chat", {"message": "one"}))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        with pytest.raises(JsonRpcException) as caught:
+            await request(client, "margin/chat", {"message": "two"})
+        assert time.monotonic() - started < 0.5  # at once, not after the first finishes
+        assert caught.value.code == -32803 and "still answering" in caught.value.message
+        assert (await first)["reply"] == "slow answer"
+
+
+async def test_history_hides_file_contexts_and_threads_can_be_managed(fake, tmp_path):
+    async with start(fake, tmp_path) as client:
+        open_doc(client, f"{WS}/a.py", "x = 1\n")
+        first = await request(client, "margin/chat", {"message": "what is x?", "textDocument": {"uri": f"{WS}/a.py"}})
+        history = await request(client, "margin/history", {"threadId": first["threadId"]})
+        assert [(m["role"], m["content"]) for m in history["messages"]] == [("user", "what is x?"), ("assistant", "ok")]
+        assert fake.requests[0]["messages"][-1]["content"].count("virtual_file_context") == 1
+
+        fresh = await request(client, "margin/newThread", {"title": "second"})
+        assert fresh["threadId"] != first["threadId"]
+        assert (await request(client, "margin/history", {}))["threadId"] == fresh["threadId"]  # now canonical
+        threads = await request(client, "margin/threads", {})
+        assert {t["id"] for t in threads["threads"]} == {first["threadId"], fresh["threadId"]}
+        assert threads["persistent"] is True
+        assert (await request(client, "margin/deleteThread", {"threadId": first["threadId"]}))["deleted"] is True
+        with pytest.raises(JsonRpcException, match="There is no thread"):
+            await request(client, "margin/history", {"threadId": first["threadId"]})
+
+
+async def test_explain_assembles_without_calling_the_model(fake, tmp_path):
+    async with start(fake, tmp_path) as client:
+        open_doc(client, f"{WS}/a.py", "def f():\n    return 1\n")
+        result = await request(client, "margin/explain", {"message": "explain f", "textDocument": {"uri": f"{WS}/a.py"}})
+    assert fake.requests == []
+    roles = [m["role"] for m in result["messages"]]
+    assert roles == ["system", "user"]  # the file context and the question, merged into one turn
+    assert '"file_id": "a.py"' in result["messages"][-1]["content"]
+    assert result["budget"]["total"] <= result["budget"]["limit"]
+
+
+async def test_bad_chat_params_name_the_field(fake, tmp_path):
+    async with start(fake, tmp_path) as client:
+        with pytest.raises(JsonRpcInvalidParams, match="message"):
+            await request(client, "margin/chat", {"text": "hi"})
+        with pytest.raises(JsonRpcInvalidParams, match="selection.start.line"):
+            await request(client, "margin/chat", {"message": "x", "selection": {"start": {"line": -1, "character": 0},
+                                                                                 "end": {"line": 0, "character": 0}}})
+
+
+async def test_corrupt_database_is_reported_and_chat_still_works(fake, tmp_path):
+    (tmp_path / "threads.db").write_bytes(b"definitely not sqlite" * 100)
+    async with start(fake, tmp_path) as client:
+        result = await request(client, "margin/chat", {"message": "still there?"})
+        assert result["reply"] == "ok"
+        await asyncio.sleep(0.1)
+        warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
+        assert warnings and "not a valid SQLite database" in warnings[0].message
+        assert (await request(client, "margin/threads", {}))["persistent"] is False
+
+
+async def test_inactive_threads_expire(fake, tmp_path):
+    async with start(fake, tmp_path) as client:
+        old = (await request(client, "margin/chat", {"message": "old"}))["threadId"]
+    with sqlite3.connect(tmp_path / "threads.db") as db:
+        db.execute("UPDATE threads SET updated_at = ?", (time.time() - 8 * 86400,))
+    async with start(fake, tmp_path, MARGIN_THREAD_TTL_DAYS="7") as client:
+        threads = await request(client, "margin/threads", {})
+        assert old not in {t["id"] for t in threads["threads"]}
