@@ -127,3 +127,33 @@ async def test_llama_cpp_text_counts_are_cached(llama_counter):
     misses = llama_counter.cache.misses
     assert await llama_counter.count_texts(texts) == first
     assert llama_counter.cache.misses == misses  # nothing re-tokenized
+
+
+async def test_thirty_turns_past_the_window_without_a_single_overflow(llama_server, tmp_path):
+    """Files plus a growing history far larger than 4096 tokens: every turn fits, and the
+    prompt Margin counted is the prompt the server counted."""
+    from pathlib import Path
+
+    from tests.e2e.lsp_client import open_doc, request
+    from tests.fixtures.corpus import python_chunks
+
+    env = {"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_CHAT_MAX_OUTPUT_TOKENS": "24", "MARGIN_CHAT_TEMPERATURE": "0"}
+    chunks = list(python_chunks(size=1200).values())
+    async with margin_client(env=env, root=Path("/ws")) as client:
+        for i in range(3):
+            open_doc(client, f"file:///ws/m{i}.py", chunks[i])
+        counted = []
+        for turn in range(30):
+            result = await request(client, "margin/chat", {
+                "message": f"Turn {turn}. In one short sentence, what does m{turn % 3}.py define? " + chunks[(10 + turn) % len(chunks)][:300],
+                "textDocument": {"uri": f"file:///ws/m{turn % 3}.py"}})
+            assert "message" not in result, result.get("message")  # never over budget, never refused upstream
+            budget = result["budget"]
+            assert budget["tokenizer"] == {"name": "llama.cpp", "exact": True}
+            assert budget["counted"] == result["usage"]["promptTokens"], f"turn {turn}"
+            assert budget["counted"] <= budget["limit"] <= 4096 - 24
+            counted.append(budget["counted"])
+        history = next(s for s in budget["sections"] if s["name"] == "history")
+        assert history["dropped"], "the conversation never outgrew the window"
+    print(f"\n30 turns at 4096: prompts of {min(counted)}-{max(counted)} tokens, each equal to the server's count")

@@ -30,9 +30,10 @@ from margin.core.llm import ChatMessage
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.vfs import VirtualFile
 
-PER_MESSAGE_OVERHEAD = 6
-"""Tokens a message's framing costs at most in the templates Margin meets (role markers and
-separators: OpenAI 4, Mistral 2, ChatML 5). The exact count of the final prompt is checked."""
+PER_MESSAGE_OVERHEAD = 10
+"""Tokens a message's framing is estimated to cost (role markers, separators, the blank line
+joining merged messages: OpenAI 4, Mistral 2, Gemma ~9). The final prompt is then counted
+whole, and cut further if the estimate fell short."""
 CONTEXT_ROLE = "user"
 """File contexts are sent as the user's data (the system prompt says they are data)."""
 

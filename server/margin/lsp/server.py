@@ -412,7 +412,7 @@ def register(server: MarginLanguageServer) -> None:
             prepared = await ls.chat.prepare(request.core(), request.profile)
         except ChatError as error:
             raise failed(error) from None
-        result = {"threadId": prepared.thread.id, "budget": prepared.assembly.plan.report(),
+        result = {"threadId": prepared.thread.id, "budget": prepared.budget(),
                   "messages": [m.as_json() for m in prepared.assembly.messages]}
         if prepared.assembly.over_budget:
             result["message"] = prepared.assembly.over_budget

@@ -73,6 +73,12 @@ class Prepared:
     tokenizer: str
     newest: str
     display: str
+    counted: int = 0
+    """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
+
+    def budget(self) -> dict[str, Any]:
+        """The budget report, with `counted`: the exact count of the prompt as sent."""
+        return {**self.assembly.plan.report(), "counted": self.counted}
 
 
 class ThreadGuard:
@@ -191,20 +197,33 @@ class ChatService:
 
         chat = ChatInput(system, optional, history, newest, files)
         try:
-            assembly = assemble_chat(chat, known.__getitem__, context_window=window,
-                                     reserved_output=profile.max_output_tokens, tokenizer=tokenizer,
-                                     exact=counter.exact, framing_tokens=framing)
-            if assembly.messages:
-                exact = await counter.count_chat(assembly.messages)
-                if exact > assembly.plan.limit:  # framing the estimate did not see: cut that much more
-                    assembly = assemble_chat(chat, known.__getitem__,
-                                             context_window=window - (exact - assembly.plan.limit),
-                                             reserved_output=profile.max_output_tokens,
-                                             tokenizer=tokenizer, exact=counter.exact,
-                                             framing_tokens=framing)
+            assembly, counted = await self._fit(chat, known.__getitem__, counter, window,
+                                                profile.max_output_tokens, framing)
         except SystemPromptTooLarge as error:
             raise ChatError(str(error)) from None
-        return Prepared(thread, assembly, counter, tokenizer, newest, params.message)
+        except ProviderError as error:
+            raise ChatError(f"Could not count tokens with {tokenizer}: {error}") from None
+        return Prepared(thread, assembly, counter, tokenizer, newest, params.message, counted)
+
+    @staticmethod
+    async def _fit(chat: ChatInput, count: Callable[[str], int], counter: TokenCounter, window: int,
+                   reserved: int, framing: int) -> tuple[ChatAssembly, int]:
+        """Assemble, count the prompt whole, and if framing the estimate could not see makes
+        it larger than the limit, assemble again with that much less room (a few rounds at
+        most). The report keeps the real window and limit."""
+        room = window
+        for _ in range(4):
+            assembly = assemble_chat(chat, count, context_window=room, reserved_output=reserved,
+                                     tokenizer=counter.name, exact=counter.exact, framing_tokens=framing)
+            if room == window:
+                limit = assembly.plan.limit
+            counted = await counter.count_chat(assembly.messages) if assembly.messages else 0
+            if counted <= limit:
+                break
+            # The plan must hold `counted - limit` fewer tokens than it does now.
+            room -= (assembly.plan.limit - assembly.plan.total) + (counted - limit)
+        assembly.plan.context_window, assembly.plan.limit = window, limit
+        return assembly, counted
 
     async def chat(self, params: ChatParams, on_delta: Callable[[str], Awaitable[None] | None] = lambda t: None,
                    profile_name: str = "chat") -> ChatOutcome:
@@ -228,7 +247,7 @@ class ChatService:
     async def _run(self, prepared: Prepared, profile_name: str,
                    on_delta: Callable[[str], Awaitable[None] | None]) -> ChatOutcome:
         assembly, thread = prepared.assembly, prepared.thread
-        budget = assembly.plan.report()
+        budget = prepared.budget()
         if assembly.over_budget:
             message = (f"{assembly.over_budget} Shorten your message or selection, or use a model "
                        "with a larger context window.")
