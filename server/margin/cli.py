@@ -1,4 +1,6 @@
-"""`margin`: Margin from a terminal, over the same services as the language server.
+"""`margin`: Margin from a terminal, over the same services as the language server:
+`margin doctor`, `margin chat`, `margin explain`, `margin threads`. The workspace is the
+current folder; `--file` opens files as the editor would.
 
 Settings come from a JSON file holding the same object as the editor's `margin` section
 (`--settings FILE`, else $MARGIN_SETTINGS, else `settings.json` in Margin's user config
@@ -103,6 +105,129 @@ async def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
 
 
+LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go",
+             ".c": "c", ".h": "c", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".md": "markdown",
+             ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "shellscript"}
+
+
+def _chat_service(app: MarginApp, files: Sequence[str]) -> tuple[Any, list[str]]:
+    """A chat service whose workspace is the current folder, with `files` open."""
+    from margin.services.chat import ChatService
+
+    uris = []
+    for name in files:
+        path = Path(name).resolve()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise CliError(f"cannot read {name}: {error}") from None
+        app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
+        uris.append(path.as_uri())
+    app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
+    return ChatService(app, workspace_folders=lambda: [Path.cwd().as_uri()]), uris
+
+
+def _message(args: argparse.Namespace) -> str:
+    message = " ".join(args.message).strip()
+    if not message and not sys.stdin.isatty():
+        message = sys.stdin.read().strip()
+    if not message:
+        raise CliError("say something: margin chat \"your question\" (or pipe it on standard input)")
+    return message
+
+
+def _budget_line(budget: dict[str, Any]) -> str:
+    tokenizer = budget["tokenizer"]
+    exactness = "exact" if tokenizer["exact"] else "approximate"
+    return (f"{budget.get('counted') or budget['total']} of {budget['limit']} tokens "
+            f"(window {budget['contextWindow']}, {tokenizer['name']}, {exactness})")
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    from margin.services.chat import ChatError, ChatParams
+
+    app, _ = load_app(args.settings)
+    try:
+        service, uris = _chat_service(app, args.file)
+        thread_id = args.thread
+        if args.new:
+            thread = await app.threads.run(
+                lambda store: store.new_thread(service.workspace_of(uris[0] if uris else None), "chat"))
+            thread_id = thread.id
+        params = ChatParams(_message(args), text_document=uris[0] if uris else None,
+                            files=uris, thread_id=thread_id)
+
+        def show(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        try:
+            outcome = await service.chat(params, on_delta=show)
+        except ChatError as error:
+            raise CliError(str(error)) from None
+        if outcome.over_budget or outcome.upstream_error:
+            print(f"margin: {outcome.over_budget or outcome.upstream_error}", file=sys.stderr)
+            return 1
+        print()
+        print(f"[thread {outcome.thread_id} · {_budget_line(outcome.budget)}]", file=sys.stderr)
+        return 0
+    finally:
+        await app.aclose()
+
+
+async def _explain(args: argparse.Namespace) -> int:
+    from margin.services.chat import ChatError, ChatParams
+
+    app, _ = load_app(args.settings)
+    try:
+        service, uris = _chat_service(app, args.file)
+        params = ChatParams(_message(args), text_document=uris[0] if uris else None, files=uris,
+                            thread_id=args.thread)
+        try:
+            prepared = await service.prepare(params, args.profile)
+        except ChatError as error:
+            raise CliError(str(error)) from None
+        budget = prepared.budget()
+        messages = [m.as_json() for m in prepared.assembly.messages]
+        if args.json:
+            print(json.dumps({"budget": budget, "messages": messages}, indent=2, ensure_ascii=False))
+            return 0
+        print(f"profile {args.profile} · thread {prepared.thread.id} · {_budget_line(budget)}")
+        if prepared.assembly.over_budget:
+            print(f"NOT SENDABLE: {prepared.assembly.over_budget}")
+        for section in budget["sections"]:
+            print(f"  {section['name']:<16} {section['tokens']:>7} tokens  {section['kept']} kept")
+            for dropped in section["dropped"]:
+                print(f"  {'':<16} dropped {dropped['item']}: {dropped['reason']}")
+        if args.messages:
+            for message in messages:
+                print(f"\n--- {message['role']} ---\n{message['content']}")
+        return 0
+    finally:
+        await app.aclose()
+
+
+async def _threads(args: argparse.Namespace) -> int:
+    import datetime
+
+    app, _ = load_app(args.settings)
+    try:
+        workspace = None if args.all else Path.cwd().as_uri()
+        found = await app.threads.run(lambda store: store.list_threads(workspace))
+        if not found:
+            print("no threads" + ("" if args.all else f" for {workspace} (--all for every workspace)"))
+        for thread in found:
+            when = datetime.datetime.fromtimestamp(thread.updated_at).strftime("%Y-%m-%d %H:%M")
+            count = len(await app.threads.run(lambda store: store.messages(thread.id, include_hidden=False)))
+            title = f"  {thread.title}" if thread.title else ""
+            print(f"{thread.id}  {when}  {count:>4} messages  {thread.workspace or '(no workspace)'}{title}")
+        if not app.threads.persistent:
+            print(f"margin: {app.threads.problem}", file=sys.stderr)
+        return 0
+    finally:
+        await app.aclose()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="margin", description="Margin from the terminal.")
     parser.add_argument("--version", action="version", version=f"margin {__version__}")
@@ -114,6 +239,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.set_defaults(run=_doctor)
+
+    def chat_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("message", nargs="*", help="what to ask (or pipe it on standard input)")
+        command.add_argument("--file", "-f", action="append", default=[],
+                             help="a file to include (repeat; the first is the active file)")
+        command.add_argument("--thread", help="a thread id (default: the current folder's thread)")
+
+    chat = commands.add_parser("chat", help="ask the chat profile; the reply streams to standard output")
+    chat_options(chat)
+    chat.add_argument("--new", action="store_true", help="start a new thread for this folder")
+    chat.set_defaults(run=_chat)
+    explain = commands.add_parser(
+        "explain", help="show what would be sent, section by section, without calling a model")
+    chat_options(explain)
+    explain.add_argument("--profile", default="chat", choices=["completion", "edit", "chat", "chatOps"])
+    explain.add_argument("--messages", action="store_true", help="also print every message in full")
+    explain.add_argument("--json", action="store_true", help="print budget and messages as JSON")
+    explain.set_defaults(run=_explain)
+    threads = commands.add_parser("threads", help="list the conversation threads of this folder")
+    threads.add_argument("--all", action="store_true", help="every workspace's threads")
+    threads.set_defaults(run=_threads)
     return parser
 
 

@@ -77,3 +77,51 @@ def test_invalid_settings_are_named_and_nothing_runs(tmp_path):
 def test_no_command_prints_help():
     result = margin()
     assert result.returncode == 2 and "doctor" in result.stdout
+
+
+def chat_env(fake, tmp_path, **extra):
+    return {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+            "MARGIN_CHAT_TOKENIZER": "tiktoken:o200k_base", **extra}
+
+
+def test_chat_streams_the_reply_and_keeps_the_thread(fake, tmp_path):
+    from tests.fakes.fake_openai import reply
+
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    fake.script(reply("It returns one."))
+    result = margin("chat", "--file", "a.py", "what", "does", "f", "return?", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "It returns one.\n"
+    assert "tokens (window 8192, tiktoken:o200k_base, exact)" in result.stderr
+    sent = fake.requests[0]["messages"][-1]["content"]
+    assert '"file_id": "a.py"' in sent and sent.endswith("what does f return?")
+    threads = margin("threads", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert "2 messages" in threads.stdout and tmp_path.as_uri() in threads.stdout
+
+
+def test_chat_reads_the_message_from_standard_input(fake, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "margin.cli", "chat"], input="piped question\n",
+                            capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                            env=clean_env(XDG_CONFIG_HOME="/nonexistent", **chat_env(fake, tmp_path)))
+    assert result.returncode == 0 and fake.requests[0]["messages"][-1]["content"] == "piped question"
+
+
+def test_explain_shows_sections_without_calling_a_model(fake, tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    result = margin("explain", "--file", "a.py", "--messages", "why?", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert fake.requests == []
+    assert "profile chat" in result.stdout and "system" in result.stdout and "message" in result.stdout
+    assert "--- user ---" in result.stdout and '"file_id": "a.py"' in result.stdout
+    as_json = json.loads(margin("explain", "--json", "why?", env=chat_env(fake, tmp_path), cwd=tmp_path).stdout)
+    assert as_json["budget"]["counted"] <= as_json["budget"]["limit"]
+
+
+def test_chat_that_cannot_fit_says_so_and_fails(fake, tmp_path):
+    result = margin("chat", "word " * 9000, env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 1 and "Too large to send" in result.stderr and fake.requests == []
+
+
+def test_chat_names_a_file_it_cannot_read(fake, tmp_path):
+    result = margin("chat", "--file", "missing.py", "hi", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 2 and "cannot read missing.py" in result.stderr
