@@ -89,6 +89,16 @@ def llama_server(tmp_path_factory) -> LlamaServer:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+async def until(condition, timeout: float = 20.0) -> None:
+    """Wait for `condition` to hold (a state, not a guess at how long things take)."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition never met"
+        await asyncio.sleep(0.02)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A skipped test is a failing test here: no test in this suite is optional."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

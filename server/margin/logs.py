@@ -1,5 +1,7 @@
 """Logging set-up. Margin's logs carry metadata only (ids, sizes, counts, timings, error
-classes); pygls logs whole messages at INFO and below, so its loggers are held at WARNING."""
+classes). Libraries log content: pygls whole messages, aiosqlite every statement with its
+parameters, httpx request lines. Their loggers are held at WARNING and their arguments are
+withheld."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import sys
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+LIBRARIES = ("pygls", "aiosqlite", "httpx", "httpcore")
+
+
 class _RedactLibraryArguments(logging.Filter):
-    """pygls formats whole messages (document text, settings) into the few records it logs at
-    WARNING and above; keep the record, drop its arguments."""
+    """Libraries format content (document text, SQL parameters, settings) into the records
+    they log; keep the record, drop its arguments."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("pygls") and record.args:
+        if record.name.startswith(LIBRARIES) and record.args:
             record.msg = f"{record.msg} [arguments withheld]"
             record.args = None
         return True
@@ -32,5 +37,5 @@ def configure(level: str | None = None, path: str | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("pygls", "httpx", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for library in LIBRARIES:
+        logging.getLogger(library).setLevel(logging.WARNING)

@@ -13,9 +13,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from tests.e2e.lsp_client import cancellable, margin_client, open_doc, progress_token, request
+from tests.conftest import until
 from tests.fakes.fake_openai import reply, stream
 
 WS = "file:///ws"
+
 
 
 def env(fake, tmp_path, **extra):
@@ -34,7 +36,7 @@ async def test_chat_streams_partial_results_with_cancellable_progress(fake, tmp_
     async with start(fake, tmp_path) as client:
         result = await request(client, "margin/chat", {
             "message": "hi", "partialResultToken": "p1", "workDoneToken": progress_token(client, "w1")})
-        await asyncio.sleep(0.1)
+        await until(lambda: len(client.partials.get("p1", [])) == 6)
         assert client.partials["p1"] == ["Stre", "amin", "g wo", "rks ", "fine", "."]
         assert result["reply"] == "Streaming works fine." == "".join(client.partials["p1"])
         assert result["budget"]["tokenizer"] == {"name": "tiktoken:o200k_base", "exact": True}
@@ -47,7 +49,8 @@ async def test_cancel_request_stops_the_model_call_and_leaves_the_thread(fake, t
     fake.script(stream(["one ", "two ", "three ", "four"], chunk_delay_s=0.4))
     async with start(fake, tmp_path) as client:
         pending, cancel = cancellable(client, "margin/chat", {"message": "slow please"})
-        await asyncio.sleep(0.6)
+        await until(lambda: len(fake.requests) == 1)
+        await asyncio.sleep(0.5)  # mid-stream
         cancel()
         with pytest.raises(JsonRpcException) as caught:
             await pending
@@ -63,7 +66,8 @@ async def test_work_done_cancel_cancels_the_request(fake, tmp_path):
     async with start(fake, tmp_path) as client:
         pending = asyncio.ensure_future(request(client, "margin/chat", {
             "message": "x", "workDoneToken": progress_token(client, "w9")}))
-        await asyncio.sleep(0.6)
+        await until(lambda: len(fake.requests) == 1)
+        await asyncio.sleep(0.5)  # mid-stream
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token="w9"))
         with pytest.raises(JsonRpcException) as caught:
             await pending
@@ -75,7 +79,7 @@ async def test_second_chat_on_a_busy_thread_fails_at_once(fake, tmp_path):
     fake.script(stream(["slow ", "answer"], chunk_delay_s=0.5))
     async with start(fake, tmp_path) as client:
         first = asyncio.ensure_future(request(client, "margin/chat", {"message": "one"}))
-        await asyncio.sleep(0.3)
+        await until(lambda: len(fake.requests) == 1)
         started = time.monotonic()
         with pytest.raises(JsonRpcException) as caught:
             await request(client, "margin/chat", {"message": "two"})
@@ -128,7 +132,7 @@ async def test_corrupt_database_is_reported_and_chat_still_works(fake, tmp_path)
     async with start(fake, tmp_path) as client:
         result = await request(client, "margin/chat", {"message": "still there?"})
         assert result["reply"] == "ok"
-        await asyncio.sleep(0.1)
+        await until(lambda: any(m.type == types.MessageType.Warning for m in client.messages))
         warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
         assert warnings and "not a valid SQLite database" in warnings[0].message
         assert (await request(client, "margin/threads", {}))["persistent"] is False

@@ -10,6 +10,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from margin import __version__
+from tests.fakes.fake_openai import reply
 from tests.e2e.lsp_client import (
     UTF8_CLIENT,
     UTF16_CLIENT,
@@ -159,12 +160,19 @@ async def test_logs_carry_metadata_only(tmp_path, fake):
     # The invalid value is echoed to the user (who typed it) in window/showMessage; the log
     # must not carry it, even though pygls logs outgoing messages.
     init = {"chat": {"model": f"model-{secret}"}, "edit": {"temperature": f"hot-{secret}"}}
+    env["MARGIN_DATABASE"] = str(tmp_path / "t.db")
+    env["MARGIN_CHAT_TOKENIZER"] = "heuristic"
+    fake.script(reply(f"the reply repeats {secret}"))
     async with margin_client(env=env, args=("--log-file", str(log_file)), init_options=init) as client:
         open_doc(client, URI, f"password = '{secret}'\n")
         change_doc(client, URI, 2, ((0, 0, 0, 0), f"# {secret}\n"))
         await status(client, refresh=True)
+        answer = await request(client, "margin/chat", {"message": f"what is {secret}?",
+                                                       "textDocument": {"uri": URI}})
+        assert secret in answer["reply"]
         assert any(secret in m.message for m in client.messages)
     text = log_file.read_text()
     assert "initialize client=pytest-lsp" in text and "probe base_url=" in text
+    assert "chat done thread=" in text
     assert "invalid settings fields=edit.temperature" in text
     assert secret not in text

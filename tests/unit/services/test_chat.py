@@ -12,6 +12,7 @@ from margin.core.threads import FILE_CONTEXT
 from margin.core.vfs import Position, Range, TextChange
 from margin.services.chat import Busy, ChatError, ChatParams, ChatService
 from margin.wiring import build_app
+from tests.conftest import until
 from tests.fakes.fake_openai import reply, status, stream
 
 WS = "file:///ws"
@@ -27,6 +28,7 @@ async def service(fake, tmp_path):
     svc.told = told
     yield svc
     await app.aclose()
+
 
 
 async def stored(service, include_hidden=True):
@@ -123,7 +125,7 @@ async def test_over_budget_calls_no_model_and_changes_nothing(service, fake):
 async def test_second_request_on_a_busy_thread_is_refused_at_once(service, fake):
     fake.script(stream(["slow ", "reply"], chunk_delay_s=0.5))
     first = asyncio.create_task(service.chat(ChatParams("one")))
-    await asyncio.sleep(0.2)
+    await until(lambda: len(fake.requests) == 1)
     with pytest.raises(Busy, match="still answering"):
         await service.chat(ChatParams("two"))
     assert (await first).reply == "slow reply"
@@ -133,7 +135,8 @@ async def test_second_request_on_a_busy_thread_is_refused_at_once(service, fake)
 async def test_cancelled_request_leaves_the_thread_unchanged(service, fake):
     fake.script(stream(["a", "b", "c", "d"], chunk_delay_s=0.3))
     task = asyncio.create_task(service.chat(ChatParams("cancel me")))
-    await asyncio.sleep(0.5)
+    await until(lambda: len(fake.requests) == 1)
+    await asyncio.sleep(0.4)  # mid-stream
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -152,4 +155,17 @@ async def test_corrupt_database_still_chats_and_says_so(fake, tmp_path):
     service = ChatService(app, workspace_folders=lambda: [WS])
     assert (await service.chat(ChatParams("hi"))).reply == "ok"
     assert len(told) == 1 and str(path) in told[0]
+    await app.aclose()
+
+
+async def test_prompts_dir_templates_take_precedence(fake, tmp_path):
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "chat_v1.md").write_text("[required]\nYou are a terse pirate.\n\n{{data_guard}}\n")
+    app = build_app({"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+                     "MARGIN_CHAT_TOKENIZER": "heuristic", "MARGIN_PROMPTS_DIR": str(prompts)})
+    await ChatService(app, workspace_folders=lambda: [WS]).chat(ChatParams("ahoy"))
+    system = fake.requests[0]["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You are a terse pirate.")
+    assert "virtual_file_context" in system["content"]  # the code-owned guard is rendered in
     await app.aclose()
