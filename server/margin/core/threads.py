@@ -153,3 +153,33 @@ class MemoryThreadStore:
         for thread_id in stale:
             await self.delete_thread(thread_id)
         return len(stale)
+
+
+class FileContextRepository(Protocol):
+    """Where file contexts live. The chat service reads the thread's timeline with contexts in
+    place and stores a turn through this interface only, so contexts could move to a separate
+    blob store (deduplicated by fingerprint) without touching assembly or chat."""
+
+    async def timeline(self, thread_id: str) -> list[Message]:
+        """The thread's messages, oldest first, with file contexts where they were sent."""
+
+    async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
+                        turn: Sequence[NewMessage], superseded: Sequence[int]) -> list[Message]:
+        """Store new contexts and the turn together, then drop superseded contexts."""
+
+
+class MessageFileContexts:
+    """File contexts as hidden messages of the thread (the seed's Option A)."""
+
+    def __init__(self, store: ThreadStore) -> None:
+        self.store = store
+
+    async def timeline(self, thread_id: str) -> list[Message]:
+        return await self.store.messages(thread_id, include_hidden=True)
+
+    async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
+                        turn: Sequence[NewMessage], superseded: Sequence[int]) -> list[Message]:
+        added = await self.store.append(thread_id, [*contexts, *turn])
+        if superseded:
+            await self.store.delete_messages(superseded)
+        return added

@@ -8,7 +8,7 @@ from typing import Callable, Mapping
 
 from margin.core.prompts import Templates
 from margin.core.settings import SettingsState
-from margin.core.threads import ThreadStore
+from margin.core.threads import FileContextRepository, MessageFileContexts, ThreadStore
 from margin.core.vfs import VirtualFileStore
 from margin.core.tokens.choice import choose_tokenizer
 from margin.services.backends import Backends, ProviderFactory
@@ -23,6 +23,8 @@ class MarginApp:
     tokenizers: Tokenizers
     make_store: Callable[[Path], ThreadStore]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
+    file_contexts: Callable[[ThreadStore], FileContextRepository] = MessageFileContexts
+    """where file contexts are kept, given the thread store in use"""
     tell_user: Callable[[str], None] = lambda message: None
     _threads: Threads | None = None
     _templates: Templates | None = None

@@ -179,7 +179,7 @@ class ChatService:
         tokenizer = counter.name
 
         thread = await self.app.threads.run(lambda store: self.thread_for(store, params))
-        history = await self.app.threads.run(lambda store: store.messages(thread.id))
+        history = await self.app.threads.run(lambda store: self.app.file_contexts(store).timeline(thread.id))
         files = self.candidate_files(params)
         newest = self.newest_text(params)
         system = "\n\n".join(f.text for f in template.required)
@@ -286,12 +286,10 @@ class ChatService:
         assembly, tokenizer = prepared.assembly, prepared.tokenizer
         counts = await prepared.counter.count_texts([prepared.newest, reply])
         turn = [
-            *assembly.new_contexts,
             NewMessage("user", prepared.newest, meta={"display": prepared.display},
                        tokens={tokenizer: counts[0]}),
             NewMessage("assistant", reply, tokens={tokenizer: counts[1]}),
         ]
         thread_id = prepared.thread.id
-        await self.app.threads.run(lambda store: store.append(thread_id, turn))
-        if assembly.superseded:
-            await self.app.threads.run(lambda store: store.delete_messages(assembly.superseded))
+        await self.app.threads.run(lambda store: self.app.file_contexts(store).save_turn(
+            thread_id, assembly.new_contexts, turn, assembly.superseded))
