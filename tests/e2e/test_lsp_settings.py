@@ -6,6 +6,7 @@ import asyncio
 
 from lsprotocol import types
 
+from tests.conftest import until
 from tests.e2e.lsp_client import margin_client, status
 
 
@@ -105,3 +106,16 @@ async def test_settings_are_pulled_at_startup_from_clients_that_support_it():
     # didChangeConfiguration of its own when that table is empty.
     async with margin_client(configuration={"edit": {"model": "from-client"}}) as client:
         await wait_for(lambda r: r["profiles"]["edit"]["model"] == "from-client", client)
+
+
+async def test_oversized_system_prompt_is_warned_about_at_start_up(fake, tmp_path):
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "chat_v1.md").write_text("[required]\n" + "Follow these rules carefully. " * 60 + "\n")
+    env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_PROMPTS_DIR": str(prompts),
+           "MARGIN_CHAT_CONTEXT_WINDOW": "1024", "MARGIN_CHAT_TOKENIZER": "tiktoken:o200k_base"}
+    async with margin_client(env=env) as client:
+        await until(lambda: any("system prompt" in m.message for m in client.messages))
+    warning = next(m for m in client.messages if "system prompt" in m.message)
+    assert warning.type == types.MessageType.Warning
+    assert "chat profile" in warning.message and "1024-token window" in warning.message

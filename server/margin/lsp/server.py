@@ -38,7 +38,7 @@ from margin.core.vfs import (
 from margin.lsp import params as wire
 from margin.services.app import MarginApp
 from margin.services.chat import ChatError, ChatOutcome, ChatService
-from margin.services.diagnosis import diagnose
+from margin.services.diagnosis import diagnose, system_prompt_warnings
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,12 @@ class MarginLanguageServer(LanguageServer):
             self.tell_user(message, kind)
         self._pending_messages.clear()
 
+    async def check_backends(self) -> None:
+        """Probe the backends (warming the cache) and warn about oversized system prompts."""
+        await diagnose(self.app.settings.current, self.app.backends, self.app.tokenizers)
+        for warning in await system_prompt_warnings(self.app):
+            self.tell_user(warning, types.MessageType.Warning)
+
     def workspace_folder_uris(self) -> list[str]:
         try:
             workspace = self.workspace
@@ -328,7 +334,7 @@ def register(server: MarginLanguageServer) -> None:
             ls.run_task(ls.pull_configuration(), "pull configuration")
         # Tokenizers build in a worker thread; the probe cache warms; neither delays anything.
         ls.app.preload_tokenizers()
-        ls.run_task(diagnose(ls.app.settings.current, ls.app.backends, ls.app.tokenizers), "probe backends")
+        ls.run_task(ls.check_backends(), "probe backends")
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from margin.core.settings import PROFILES, Settings
 from margin.core.tokens.choice import choose_tokenizer
@@ -91,3 +92,38 @@ async def diagnose(
         )
 
     return list(await asyncio.gather(*(report(name) for name in PROFILES)))
+
+
+async def system_prompt_warnings(app: Any) -> list[str]:
+    """For each enabled profile whose template exists: a warning when its required system
+    prompt takes more than a quarter of the context window (or does not fit at all)."""
+    from margin.core.budget import system_prompt_warning
+    from margin.core.llm import ProviderError
+    from margin.core.prompts import TemplateError
+
+    warnings = []
+    settings = app.settings.current
+    for name in PROFILES:
+        profile = settings.profile(name)
+        if not profile.enabled:
+            continue
+        try:
+            template = app.templates.load(profile.template)
+        except TemplateError:
+            continue  # reported when the profile is used
+        info = await app.backends.probe(name, profile)
+        window, _ = app.backends.context_window(profile, info)
+        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind)
+        counter = await app.tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+        system = "\n\n".join(f.text for f in template.required)
+        try:
+            (tokens,) = await counter.count_texts([system])
+        except ProviderError:  # an unreachable llama.cpp server is reported by status already
+            continue
+        if tokens > window - profile.max_output_tokens:
+            warnings.append(f"Margin: the {name} profile's system prompt ({profile.template}) is {tokens} "
+                            f"tokens, more than its {window}-token window leaves after "
+                            f"{profile.max_output_tokens} reserved for the reply: requests will fail.")
+        elif (warning := system_prompt_warning(tokens, window)) is not None:
+            warnings.append(f"Margin ({name} profile, template {profile.template}): {warning}")
+    return warnings
