@@ -37,7 +37,7 @@ from margin.core.vfs import (
 )
 from margin.lsp import params as wire
 from margin.services.app import MarginApp
-from margin.services.chat import ChatError, ChatOutcome, ChatService
+from margin.services.chat import ChatError, ChatOutcome, ChatParams, ChatService
 from margin.services.diagnosis import diagnose, system_prompt_warnings
 
 log = logging.getLogger(__name__)
@@ -427,10 +427,10 @@ def register(server: MarginLanguageServer) -> None:
     @server.feature(HISTORY)
     async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
         request = parse_params(wire.HistoryParams, params, HISTORY)
-        core = wire.ChatRequestParams(message="-", thread_id=request.thread_id,
-                                      text_document=request.text_document).core()
+        where = ChatParams(message="", thread_id=request.thread_id,
+                           text_document=request.text_document.uri if request.text_document else None)
         try:
-            thread = await ls.app.threads.run(lambda store: ls.chat.thread_for(store, core))
+            thread = await ls.app.threads.run(lambda store: ls.chat.thread_for(store, where))
         except ChatError as error:
             raise failed(error) from None
         messages = await ls.app.threads.run(lambda store: store.messages(thread.id, include_hidden=False))

@@ -37,3 +37,23 @@ async def test_stale_threads_are_removed_when_the_store_opens(tmp_path):
     remaining = await threads.run(lambda s: s.list_threads())
     assert [t.id for t in remaining] == [recent.id] and threads.persistent
     await threads.close()
+
+
+async def test_locked_database_falls_back_and_names_the_lock(tmp_path):
+    path = tmp_path / "threads.db"
+    seed = SQLiteThreadStore(path)
+    await seed.open()
+    await seed.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the database
+    told: list[str] = []
+    try:
+        threads = Threads(SQLiteThreadStore, path, ttl_days=30, tell_user=told.append)
+        thread = await threads.run(lambda s: s.canonical_thread("file:///ws", "chat"))
+        await threads.run(lambda s: s.append(thread.id, [NewMessage("user", "kept in memory")]))
+        assert [m.content for m in await threads.run(lambda s: s.messages(thread.id))] == ["kept in memory"]
+        assert len(told) == 1 and "locked by another process" in told[0] and not threads.persistent
+        await threads.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
