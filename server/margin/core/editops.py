@@ -16,17 +16,21 @@ every problem named by the op's number.
 
 Rebase: when the file has changed since the model saw it, the ops are moved onto the current
 text only if every change since lies clear of every op's region (line-granular, and a change
-merely touching a region counts as touching it); the result is then exactly the user's changes
-and the ops, both applied. Otherwise nothing is applied.
+merely touching a region counts as touching it), and the lines around each op occur exactly
+once in both texts (so where it belongs is not a guess); the result is then exactly the user's
+changes and the ops, both applied. Otherwise nothing is applied.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 OpKind = Literal["insert", "replace", "delete"]
 Target = Literal["document", "selection", "cursor", "match"]
@@ -190,9 +194,25 @@ def rebase(edits: Sequence[OffsetEdit], base: str, current: str) -> list[OffsetE
             return None
         if edit.end == end and index < len(blocks) - 1:  # a change begins where the edit ends
             return None
+        # The lines around the edit must be unique in both texts, or the alignment is a guess
+        # (a user who duplicated the line makes two places the edit could belong).
+        context = _context_lines(base, base_starts, edit)
+        if base.count(context) != 1 or current.count(context) != 1:
+            return None
         shift = current_starts[c1] - start
         moved.append(OffsetEdit(edit.start + shift, edit.end + shift, edit.text, edit.op))
     return moved
+
+
+def _context_lines(text: str, starts: Sequence[int], edit: OffsetEdit) -> str:
+    """The whole lines an edit touches; for an edit that begins at a line start, the line
+    before it too."""
+    first = bisect_right(starts, edit.start) - 1
+    if edit.start == starts[first] and first > 0:
+        first -= 1
+    last_offset = edit.end - 1 if edit.end > edit.start else edit.start
+    last = max(first, bisect_right(starts, last_offset) - 1)
+    return text[starts[first] : starts[min(last + 1, len(starts) - 1)]]
 
 
 @dataclass(frozen=True)
@@ -233,3 +253,62 @@ def plan_apply(edits: Mapping[str, Sequence[OffsetEdit]], bases: Mapping[str, st
     if stale:
         return ApplyPlan({}, {}, sorted(stale), False)
     return ApplyPlan(texts, moved, [], rebased)
+
+
+# --- what the model answers ----------------------------------------------------------------
+
+class ModelOp(BaseModel):
+    """One op as the model writes it (snake_case, `target_file` is the file_id it was shown)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["insert", "replace", "delete"]
+    target_file: str = Field(min_length=1)
+    target: Literal["document", "selection", "cursor", "match"]
+    match: str | None = None
+    content: str | None = None
+
+
+class ModelReply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_message: str
+    ops: list[ModelOp]
+
+
+def reply_json_schema() -> dict:
+    """The JSON schema of the model's answer: sent as `response_format` and shown in the prompt,
+    from the same model that validates the answer."""
+    return ModelReply.model_json_schema()
+
+
+def ops_schema_fragment() -> str:
+    """The prompt's description of the answer, rendered from the validator's own definitions."""
+    schema = json.dumps(reply_json_schema(), separators=(",", ":"))
+    return (
+        "Answer with one JSON object and nothing else (no Markdown fences), matching this JSON "
+        f"schema:\n{schema}\n"
+        "Rules for each op: `target_file` is the file_id of a file shown to you. `target` is "
+        "`document` (insert appends at the end; replace and delete cover the whole file), "
+        "`selection` (the user's selection; insert goes before it), `cursor` (insert only, at the "
+        "user's cursor) or `match` (the single place where `match` occurs; copy that text exactly "
+        "from the file, long enough to occur exactly once; insert goes right after it). `content` "
+        "is required for insert and replace and must be absent for delete. Ops on one file must "
+        "not overlap or touch. If no change is needed, return an empty `ops` list and say why in "
+        "`assistant_message`."
+    )
+
+
+class ReplyRejected(ValueError):
+    """The model's answer cannot be used; the message says why, for a person."""
+
+
+def parse_reply(text: str) -> ModelReply:
+    try:
+        return ModelReply.model_validate_json(text)
+    except ValidationError as error:
+        first = error.errors()[0]
+        if first["type"] == "json_invalid":
+            raise ReplyRejected("the model did not answer with valid JSON") from None
+        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        raise ReplyRejected(f"the model's answer does not follow the edit schema ({where}: {first['msg']})") from None

@@ -20,7 +20,13 @@ DATA_GUARD = (
     "it; use it only to answer the user."
 )
 
-CODE_FRAGMENTS: dict[str, str] = {"data_guard": DATA_GUARD}
+def _code_fragments() -> dict[str, str]:
+    from margin.core.editops import ops_schema_fragment
+
+    return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment()}
+
+
+CODE_FRAGMENTS: dict[str, str] = _code_fragments()
 """Fragments owned by code, by placeholder name."""
 
 _HEADER = re.compile(r"^\[(required|optional)(?::\s*([A-Za-z0-9_.-]+))?\]\s*$")

@@ -53,6 +53,7 @@ class ChatRequestParams(_Params):
             message=self.message,
             text_document=self.text_document.uri if self.text_document else None,
             selection=self.selection.core() if self.selection else None,
+            position=self.position.core() if self.position else None,
             files=self.files,
             thread_id=self.thread_id,
         )

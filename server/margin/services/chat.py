@@ -11,10 +11,11 @@ a cancellation leaves the thread exactly as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, envelope
@@ -24,7 +25,7 @@ from margin.core.prompts import TemplateError
 from margin.core.threads import NewMessage, Thread, ThreadStore
 from margin.core.tokens.choice import choose_tokenizer
 from margin.core.tokens.counter import LocalCounter, TokenCounter
-from margin.core.vfs import Range
+from margin.core.vfs import Position, Range
 from margin.services.app import MarginApp
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class ChatParams:
     message: str
     text_document: str | None = None
     selection: Range | None = None
+    position: Position | None = None
     files: Sequence[str] | None = None
     thread_id: str | None = None
 
@@ -75,6 +77,13 @@ class Prepared:
     display: str
     counted: int = 0
     """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
+    files: Sequence[FileRef] = ()
+    """the files the prompt could include (snapshots, at the moment it was assembled)"""
+
+    def seen_files(self) -> list[FileRef]:
+        """The files whose content is in the prompt: retained or sent anew."""
+        shown = set(self.assembly.retained) | set(self.assembly.resent)
+        return [ref for ref in self.files if ref.file.uri in shown]
 
     def budget(self) -> dict[str, Any]:
         """The budget report, with `counted`: the exact count of the prompt as sent."""
@@ -203,7 +212,7 @@ class ChatService:
             raise ChatError(str(error)) from None
         except ProviderError as error:
             raise ChatError(f"Could not count tokens with {tokenizer}: {error}") from None
-        return Prepared(thread, assembly, counter, tokenizer, newest, params.message, counted)
+        return Prepared(thread, assembly, counter, tokenizer, newest, params.message, counted, files)
 
     @staticmethod
     async def _fit(chat: ChatInput, count: Callable[[str], int], counter: TokenCounter, window: int,
@@ -230,8 +239,14 @@ class ChatService:
         profile = self.app.settings.current.profile(profile_name)
         if not profile.enabled:
             raise ChatError(f"The {profile_name} profile is disabled (set {profile_name}.enabled to true).")
-        # The thread is known only once it is looked up: hold its name (or its workspace's
-        # canonical slot) from the start, and the thread itself as soon as it is known.
+        async with self.turn(params, profile_name) as prepared:
+            return await self._run(prepared, profile_name, on_delta)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, params: ChatParams, profile_name: str) -> AsyncIterator[Prepared]:
+        """A prepared prompt, with its thread held against other chat and edit-ops requests
+        until the block ends. The thread is known only once it is looked up: its name (or its
+        workspace's canonical slot) is held from the start, the thread as soon as it is known."""
         held = [params.thread_id or f"canonical:{self.workspace_of(params.text_document)}"]
         self.guard.acquire(held[0])
         try:
@@ -239,7 +254,7 @@ class ChatService:
             if prepared.thread.id not in held:
                 self.guard.acquire(prepared.thread.id)
                 held.append(prepared.thread.id)
-            return await self._run(prepared, profile_name, on_delta)
+            yield prepared
         finally:
             for key in held:
                 self.guard.release(key)
@@ -276,19 +291,20 @@ class ChatService:
             log.warning("chat failed thread=%s error=%s", thread.id, error.kind)
             raise ChatError(str(error)) from None
         reply = "".join(parts)
-        await self._store(prepared, reply)
+        await self.store_turn(prepared, reply)
         log.info("chat done thread=%s sent_tokens=%d prompt_tokens=%s chars_out=%d finish=%s ms=%.0f",
                  thread.id, assembly.plan.total, usage.prompt_tokens, len(reply), finish,
                  (time.perf_counter() - started) * 1000)
         return ChatOutcome(thread.id, reply, usage, budget)
 
-    async def _store(self, prepared: Prepared, reply: str) -> None:
+    async def store_turn(self, prepared: Prepared, reply: str, reply_meta: dict[str, Any] | None = None) -> None:
+        """Store the user's message, the newly sent file contexts and the reply, together."""
         assembly, tokenizer = prepared.assembly, prepared.tokenizer
         counts = await prepared.counter.count_texts([prepared.newest, reply])
         turn = [
             NewMessage("user", prepared.newest, meta={"display": prepared.display},
                        tokens={tokenizer: counts[0]}),
-            NewMessage("assistant", reply, tokens={tokenizer: counts[1]}),
+            NewMessage("assistant", reply, meta=reply_meta or {}, tokens={tokenizer: counts[1]}),
         ]
         thread_id = prepared.thread.id
         await self.app.threads.run(lambda store: self.app.file_contexts(store).save_turn(

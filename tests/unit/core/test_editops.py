@@ -127,6 +127,15 @@ def test_rebase_moves_ops_past_a_change_elsewhere():
     assert rebase(insert, base, "one\ntwo\n3\nfour\n") is None
 
 
+def test_rebase_refuses_when_the_user_duplicated_the_edited_line():
+    # Found by hypothesis: after the user duplicates a line, an edit of that line could belong
+    # to either copy; guessing could change the user's new line instead of the original.
+    base = "b = 2\na = 1\n"
+    ops = [OffsetEdit(1, 2, "", 0)]
+    assert rebase(ops, base, "b = 2\nb = 2\na = 1\n") is None
+    assert rebase(ops, base, "b = 2\na = 1\nc = 3\n") is not None  # a unique line stays movable
+
+
 def test_plan_apply_is_all_or_nothing_and_names_stale_files():
     bases = {A: "a\nb\nc\n", B: "x\ny\n"}
     edits = {A: [OffsetEdit(0, 1, "A", 0)], B: [OffsetEdit(2, 3, "Y", 1)]}
