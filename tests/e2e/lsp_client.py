@@ -43,6 +43,22 @@ def _client() -> LanguageClient:
             default_progress(params)
 
     client.protocol.fm.features[types.PROGRESS] = progress
+
+    # workspace/applyEdit, which pytest-lsp's client does not answer by default: record the
+    # edit, then apply it ("apply"), refuse it ("reject") or never answer ("hang").
+    client.applied_edits = []
+    client.apply_edit_mode = "apply"
+    client.release_hang = asyncio.Event()
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    async def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        client.applied_edits.append(params)
+        if client.apply_edit_mode == "hang":
+            await client.release_hang.wait()  # until the test lets go (it must, before exit)
+        if client.apply_edit_mode == "reject":
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="user said no")
+        return types.ApplyWorkspaceEditResult(applied=True)
+
     return client
 
 

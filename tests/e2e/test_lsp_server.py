@@ -38,7 +38,8 @@ async def test_initialize_advertises_what_margin_does():
         assert caps.position_encoding == types.PositionEncodingKind.Utf16
         assert caps.experimental["margin"]["methods"] == [
             "margin/status", "margin/chat", "margin/explain", "margin/history", "margin/threads",
-            "margin/newThread", "margin/deleteThread"]
+            "margin/newThread", "margin/deleteThread", "margin/editOps", "margin/applyOps"]
+        assert list(caps.execute_command_provider.commands) == ["margin.applyOps"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__
         # Nothing Margin does not implement yet is claimed.

@@ -139,6 +139,10 @@ class GlobalSettings(BaseModel):
     """threads with no activity for this many days are removed"""
     prompts_dir: OptionalName = None
     """a folder of prompt templates that take precedence over the shipped ones"""
+    confirm_edits: bool = False
+    """mark Margin's edits as needing confirmation (clients that support it ask first)"""
+    apply_edit_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """how long to wait for the editor to answer workspace/applyEdit"""
 
 
 PartialGlobals = create_model(  # type: ignore[call-overload]

@@ -9,7 +9,9 @@ from pydantic.alias_generators import to_camel
 
 from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
+from margin.core.editops import EditOp
 from margin.services.chat import ChatParams
+from margin.services.editops import ApplyRequest
 
 Token = int | str
 
@@ -79,3 +81,43 @@ class NewThreadParams(_Params):
 
 class DeleteThreadParams(_Params):
     thread_id: Annotated[str, Field(min_length=1)]
+
+
+class OpModel(_Params):
+    """An op on the wire (camelCase, `targetFile` a URI). Values are checked by the op rules,
+    which name the op."""
+
+    op: str
+    target_file: str
+    target: str
+    match: str | None = None
+    content: str | None = None
+
+    def core(self) -> EditOp:
+        return EditOp(self.op, self.target_file, self.target, self.match, self.content)
+
+    @staticmethod
+    def wire(op: EditOp) -> dict[str, str]:
+        out = {"op": op.op, "targetFile": op.target_file, "target": op.target}
+        if op.match is not None:
+            out["match"] = op.match
+        if op.content is not None:
+            out["content"] = op.content
+        return out
+
+
+class ApplyOpsParams(_Params):
+    ops: list[OpModel]
+    base_fingerprints: dict[str, str]
+    selection: RangeModel | None = None
+    position: PositionModel | None = None
+    text_document: DocumentModel | None = None
+
+    def core(self) -> ApplyRequest:
+        return ApplyRequest(
+            ops=[op.core() for op in self.ops],
+            base_fingerprints=dict(self.base_fingerprints),
+            selection=self.selection.core() if self.selection else None,
+            position=self.position.core() if self.position else None,
+            text_document=self.text_document.uri if self.text_document else None,
+        )

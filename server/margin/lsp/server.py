@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, TypeVar
 
-from lsprotocol import types
+from lsprotocol import converters, types
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
@@ -39,6 +39,8 @@ from margin.lsp import params as wire
 from margin.services.app import MarginApp
 from margin.services.chat import ChatError, ChatOutcome, ChatParams, ChatService
 from margin.services.diagnosis import diagnose, system_prompt_warnings
+from margin.services.editops import EditOpsService, prepare_apply
+from margin.lsp.edits import workspace_edit
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,10 @@ HISTORY = "margin/history"
 THREADS = "margin/threads"
 NEW_THREAD = "margin/newThread"
 DELETE_THREAD = "margin/deleteThread"
-CUSTOM_METHODS = [STATUS, CHAT, EXPLAIN, HISTORY, THREADS, NEW_THREAD, DELETE_THREAD]
+EDIT_OPS = "margin/editOps"
+APPLY_OPS = "margin/applyOps"
+APPLY_OPS_COMMAND = "margin.applyOps"
+CUSTOM_METHODS = [STATUS, CHAT, EXPLAIN, HISTORY, THREADS, NEW_THREAD, DELETE_THREAD, EDIT_OPS, APPLY_OPS]
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
@@ -168,6 +173,7 @@ class MarginLanguageServer(LanguageServer):
         self.app = app
         app.tell_user = lambda message: self.tell_user(message, types.MessageType.Warning)
         self.chat = ChatService(app, workspace_folders=self.workspace_folder_uris)
+        self.editops = EditOpsService(self.chat)
         self._pending_messages: list[tuple[str, types.MessageType]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
@@ -458,6 +464,65 @@ def register(server: MarginLanguageServer) -> None:
         request = parse_params(wire.DeleteThreadParams, params, DELETE_THREAD)
         deleted = await ls.app.threads.run(lambda store: store.delete_thread(request.thread_id))
         return {"deleted": deleted}
+
+    unstructure = converters.get_converter().unstructure
+
+    @server.feature(EDIT_OPS)
+    async def edit_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.ChatRequestParams, params, EDIT_OPS)
+        outcome = await ls.editops.propose(request.core())
+        result: dict[str, Any] = {
+            "enabled": outcome.enabled,
+            "assistantMessage": outcome.assistant_message,
+            "ops": [wire.OpModel.wire(op) for op in outcome.ops],
+            "baseFingerprints": outcome.base_fingerprints,
+            "budget": outcome.budget,
+            "threadId": outcome.thread_id,
+        }
+        if outcome.edits:
+            confirm = ls.app.settings.current.globals.confirm_edits
+            result["edit"] = unstructure(workspace_edit(outcome.bases, outcome.edits, ls.app.files.encoding,
+                                                        confirm=confirm))
+        return result
+
+    async def apply_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        request = parse_params(wire.ApplyOpsParams, params, APPLY_OPS)
+        prepared = prepare_apply(ls.editops, request.core())
+        refused = {"applied": False, "rebased": False, "staleFiles": []}
+        if prepared.failure:
+            return {**refused, "failureReason": prepared.failure}
+        plan = prepared.plan
+        assert plan is not None
+        if plan.stale:
+            return {**refused, "staleFiles": plan.stale, "failureReason": (
+                f"Not applied: {', '.join(plan.stale)} changed where the edit goes since it was proposed "
+                "(or was closed). Ask again for a fresh proposal.")}
+        workspace = ls.client_capabilities.workspace
+        if not (workspace and workspace.apply_edit):
+            return {**refused, "failureReason": "This editor does not accept edits from the server "
+                                                "(workspace/applyEdit)."}
+        settings = ls.app.settings.current.globals
+        edit = workspace_edit(prepared.files, plan.edits, ls.app.files.encoding, confirm=settings.confirm_edits)
+        try:
+            answer = await asyncio.wait_for(
+                ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Margin")),
+                settings.apply_edit_timeout_s)
+        except TimeoutError:
+            return {**refused, "failureReason": (
+                f"The editor did not answer workspace/applyEdit within {settings.apply_edit_timeout_s:g} s; "
+                "check the file before trying again.")}
+        if not answer.applied:
+            return {**refused, "failureReason": f"The editor refused the edit: {answer.failure_reason or 'no reason given'}."}
+        log.info("ops applied files=%d rebased=%s", len(plan.edits), plan.rebased)
+        return {"applied": True, "rebased": plan.rebased, "staleFiles": []}
+
+    @server.feature(APPLY_OPS)
+    async def apply_ops_request(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+        return await apply_ops(ls, params)
+
+    @server.command(APPLY_OPS_COMMAND)
+    async def apply_ops_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
+        return await apply_ops(ls, arguments[0] if arguments else None)
 
     @server.feature(STATUS)
     async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

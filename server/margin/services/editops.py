@@ -17,11 +17,13 @@ from typing import Any
 
 from margin.core.editops import (
     Anchor,
+    ApplyPlan,
     EditOp,
     OffsetEdit,
     OpsRejected,
     ReplyRejected,
     parse_reply,
+    plan_apply,
     reply_json_schema,
     resolve,
 )
@@ -152,3 +154,57 @@ class EditOpsService:
         outcome.bases = {uri: seen[uri] for uri in touched}
         outcome.base_fingerprints = {uri: seen[uri].fingerprint for uri in seen}
         return outcome
+
+
+@dataclass
+class ApplyRequest:
+    ops: list[EditOp]
+    base_fingerprints: dict[str, str]
+    selection: Any = None
+    position: Any = None
+    text_document: str | None = None
+
+
+@dataclass
+class PreparedApply:
+    """What applying would do: the edits on each file's current text, or why not."""
+
+    plan: ApplyPlan | None
+    files: dict[str, VirtualFile]
+    failure: str | None = None
+
+
+def prepare_apply(service: EditOpsService, request: ApplyRequest) -> PreparedApply:
+    """Re-validate the ops against the texts the model saw and compare those with the files now:
+    equal → apply as proposed; changed clear of the ops → rebase exactly; otherwise stale."""
+    app = service.chat.app
+    targets = {op.target_file for op in request.ops}
+    missing = sorted(uri for uri in targets if uri not in request.base_fingerprints)
+    if missing:
+        return PreparedApply(None, {}, f"ops target files with no base fingerprint: {', '.join(missing)}")
+    bases: dict[str, VirtualFile] = {}
+    stale: list[str] = []
+    for uri in targets:
+        fingerprint = request.base_fingerprints[uri]
+        current = app.files.get(uri)
+        base = service.snapshots.get(fingerprint)
+        if base is None and current is not None and current.fingerprint == fingerprint:
+            base = current
+        if base is None or base.uri != uri:
+            stale.append(uri)  # not open, or changed with no record of what the model saw
+        else:
+            bases[uri] = base
+    if stale:
+        return PreparedApply(ApplyPlan({}, {}, sorted(stale), False), {})
+    params = ChatParams("", text_document=request.text_document, selection=request.selection,
+                        position=request.position)
+    selection, cursor = _anchors(params, bases, app.files.encoding)
+    try:
+        edits = resolve(request.ops, {uri: base.text for uri, base in bases.items()},
+                        selection=selection, cursor=cursor)
+    except OpsRejected as error:
+        return PreparedApply(None, {}, str(error))
+    currents = {uri: file.text for uri in targets if (file := app.files.get(uri)) is not None}
+    plan = plan_apply(edits, {uri: base.text for uri, base in bases.items()}, currents)
+    files = {uri: app.files.get(uri) for uri in plan.edits}  # type: ignore[misc]
+    return PreparedApply(plan, files)  # type: ignore[arg-type]
