@@ -157,3 +157,40 @@ async def test_thirty_turns_past_the_window_without_a_single_overflow(llama_serv
         history = next(s for s in budget["sections"] if s["name"] == "history")
         assert history["dropped"], "the conversation never outgrew the window"
     print(f"\n30 turns at 4096: prompts of {min(counted)}-{max(counted)} tokens, each equal to the server's count")
+
+
+@pytest.mark.parametrize("instruction", [
+    "Rename the function add to plus.",
+    "Add a docstring to add.",
+    "Delete the function unused.",
+])
+async def test_edit_ops_on_the_real_model_apply_or_are_refused_safely(llama_server, tmp_path, instruction):
+    """A 270M model does not always produce good ops; what matters is that every answer either
+    validates and applies, or is refused with a message — never a crash or a partial edit."""
+    from pathlib import Path
+
+    from lsprotocol import types
+
+    from tests.e2e.lsp_client import open_doc, request
+
+    text = "def add(a, b):\n    return a + b\n\n\ndef unused():\n    pass\n"
+    uri = "file:///ws/calc.py"
+    env = {"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_CHAT_OPS_MAX_OUTPUT_TOKENS": "200", "MARGIN_CHAT_OPS_TEMPERATURE": "0"}
+    caps = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(apply_edit=True))
+    async with margin_client(env=env, root=Path("/ws"), capabilities=caps) as client:
+        open_doc(client, uri, text)
+        result = await request(client, "margin/editOps", {"message": instruction, "textDocument": {"uri": uri}})
+        print(f"\n{instruction!r}: {len(result['ops'])} ops; {result['assistantMessage'][:160]!r}")
+        assert result["enabled"] is True and isinstance(result["assistantMessage"], str)
+        history = await request(client, "margin/history", {})
+        if not result["ops"]:
+            assert result["assistantMessage"], "a refusal must say why"
+            assert "edit" not in result
+            if result["budget"].get("counted"):  # the model answered: unusable answers store nothing
+                assert history["messages"] == [] or history["messages"][-1]["role"] == "assistant"
+            return
+        applied = await request(client, "margin/applyOps", {"ops": result["ops"],
+                                                             "baseFingerprints": result["baseFingerprints"]})
+        assert applied == {"applied": True, "rebased": False, "staleFiles": []}
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant"]

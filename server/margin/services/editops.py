@@ -138,9 +138,13 @@ class EditOpsService:
             selection, cursor = _anchors(params, seen, app.files.encoding)
             edits = resolve(ops, {uri: file.text for uri, file in seen.items()},
                             selection=selection, cursor=cursor, names=names)
-        except (ReplyRejected, OpsRejected) as error:
-            log.warning("edit-ops answer rejected thread=%s", prepared.thread.id)
-            outcome.assistant_message = f"{str(error)[:1].upper()}{str(error)[1:]}. Nothing was changed; try again or rephrase."
+        except ReplyRejected as error:
+            log.warning("edit-ops answer unusable thread=%s", prepared.thread.id)
+            outcome.assistant_message = f"Nothing was changed: {error}. Try again, or rephrase the request."
+            return outcome
+        except OpsRejected as error:
+            log.warning("edit-ops answer rejected thread=%s problems=%d", prepared.thread.id, len(error.problems))
+            outcome.assistant_message = f"{error}. Try again, or rephrase the request."
             return outcome
         touched = sorted(edits)
         for uri in touched:
