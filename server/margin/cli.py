@@ -1,5 +1,5 @@
 """`margin`: Margin from a terminal, over the same services as the language server:
-`margin doctor`, `margin chat`, `margin explain`, `margin threads`. The workspace is the
+`margin doctor`, `margin chat`, `margin explain`, `margin edit`, `margin threads`. The workspace is the
 current folder; `--file` opens files as the editor would.
 
 Settings come from a JSON file holding the same object as the editor's `margin` section
@@ -118,7 +118,7 @@ def _chat_service(app: MarginApp, files: Sequence[str]) -> tuple[Any, list[str]]
     for name in files:
         path = Path(name).resolve()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8")  # exact bytes: no newline translation
         except (OSError, UnicodeDecodeError) as error:
             raise CliError(f"cannot read {name}: {error}") from None
         app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
@@ -207,6 +207,45 @@ async def _explain(args: argparse.Namespace) -> int:
         await app.aclose()
 
 
+async def _edit(args: argparse.Namespace) -> int:
+    """Propose an edit of FILE; print it as a unified diff; with --apply, write it if the file
+    on disk is still exactly the text the model saw."""
+    import difflib
+
+    from margin.core.editops import apply_edits
+    from margin.core.vfs import fingerprint
+    from margin.services.chat import ChatParams
+    from margin.services.editops import EditOpsService
+
+    app, _ = load_app(args.settings)
+    try:
+        service, uris = _chat_service(app, [args.file])
+        params = ChatParams(" ".join(args.instruction).strip() or _message(args), text_document=uris[0],
+                            files=uris)
+        outcome = await EditOpsService(service).propose(params)
+        if not outcome.ops:
+            raise CliError(outcome.assistant_message or "the model proposed no change")
+        print(outcome.assistant_message, file=sys.stderr)
+        uri = uris[0]
+        base = outcome.bases[uri]
+        proposed = apply_edits(base.text, outcome.edits[uri])
+        name = os.path.relpath(Path(args.file).resolve())
+        sys.stdout.writelines(difflib.unified_diff(
+            base.text.splitlines(keepends=True), proposed.splitlines(keepends=True),
+            fromfile=f"a/{name}", tofile=f"b/{name}"))
+        if not args.apply:
+            return 0
+        path = Path(args.file)
+        on_disk = path.read_bytes().decode("utf-8")
+        if fingerprint(on_disk) != outcome.base_fingerprints[uri]:
+            raise CliError(f"{args.file} changed on disk since the model read it; nothing was written. Run again.")
+        path.write_bytes(proposed.encode("utf-8"))
+        print(f"wrote {args.file}", file=sys.stderr)
+        return 0
+    finally:
+        await app.aclose()
+
+
 async def _threads(args: argparse.Namespace) -> int:
     import datetime
 
@@ -257,6 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--messages", action="store_true", help="also print every message in full")
     explain.add_argument("--json", action="store_true", help="print budget and messages as JSON")
     explain.set_defaults(run=_explain)
+    edit = commands.add_parser("edit", help="propose an edit of FILE as a unified diff; --apply writes it")
+    edit.add_argument("file", help="the file to change")
+    edit.add_argument("instruction", nargs="*", help="what to change (or pipe it on standard input)")
+    edit.add_argument("--apply", action="store_true",
+                      help="write the change, if the file is still exactly what the model read")
+    edit.set_defaults(run=_edit, message=[])
     threads = commands.add_parser("threads", help="list the conversation threads of this folder")
     threads.add_argument("--all", action="store_true", help="every workspace's threads")
     threads.set_defaults(run=_threads)

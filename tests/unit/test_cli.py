@@ -125,3 +125,42 @@ def test_chat_that_cannot_fit_says_so_and_fails(fake, tmp_path):
 def test_chat_names_a_file_it_cannot_read(fake, tmp_path):
     result = margin("chat", "--file", "missing.py", "hi", env=chat_env(fake, tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and "cannot read missing.py" in result.stderr
+
+
+def edit_answer(ops):
+    from tests.fakes.fake_openai import reply
+
+    return reply(json.dumps({"assistant_message": "Returns 2 now.", "ops": ops}))
+
+
+def edit_env(fake, tmp_path):
+    return chat_env(fake, tmp_path, MARGIN_CHAT_OPS_TOKENIZER="tiktoken:o200k_base")
+
+
+RETURN_TWO = [{"op": "replace", "target_file": "a.py", "target": "match", "match": "return 1", "content": "return 2"}]
+
+
+def test_edit_prints_a_unified_diff_and_leaves_the_file(fake, tmp_path):
+    (tmp_path / "a.py").write_bytes(b"def f():\r\n    return 1\r\n")
+    fake.script(edit_answer(RETURN_TWO))
+    result = margin("edit", "a.py", "make", "f", "return", "2", env=edit_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--- a/a.py" in result.stdout and "-    return 1" in result.stdout and "+    return 2" in result.stdout
+    assert "Returns 2 now." in result.stderr
+    assert (tmp_path / "a.py").read_bytes() == b"def f():\r\n    return 1\r\n"
+
+
+def test_edit_apply_writes_exactly_the_change(fake, tmp_path):
+    (tmp_path / "a.py").write_bytes(b"def f():\r\n    return 1  # \xf0\x9f\x98\x80\r\n")
+    fake.script(edit_answer(RETURN_TWO))
+    result = margin("edit", "--apply", "a.py", "two", env=edit_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "a.py").read_bytes() == b"def f():\r\n    return 2  # \xf0\x9f\x98\x80\r\n"
+
+
+def test_edit_that_is_refused_writes_nothing_and_says_why(fake, tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\nx = 1\n")
+    fake.script(edit_answer([{"op": "delete", "target_file": "a.py", "target": "match", "match": "x = 1"}]))
+    result = margin("edit", "--apply", "a.py", "drop it", env=edit_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 2 and "occurs 2 times" in result.stderr
+    assert (tmp_path / "a.py").read_text() == "x = 1\nx = 1\n"
