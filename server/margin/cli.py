@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import platformdirs
 
@@ -57,6 +58,16 @@ def load_app(settings_path: str | None) -> tuple[MarginApp, str]:
     return app, f"{path}, overlaid by environment variables"
 
 
+@contextlib.asynccontextmanager
+async def running_app(args: argparse.Namespace) -> AsyncIterator[tuple[MarginApp, str]]:
+    """The app configured from the command line, closed when the command is done."""
+    app, settings_from = load_app(args.settings)
+    try:
+        yield app, settings_from
+    finally:
+        await app.aclose()
+
+
 def _yes_no(value: bool | None) -> str:
     return "not checked (profile disabled)" if value is None else ("yes" if value else "NO")
 
@@ -91,12 +102,9 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
 
 
 async def _doctor(args: argparse.Namespace) -> int:
-    app, settings_from = load_app(args.settings)
-    try:
+    async with running_app(args) as (app, settings_from):
         reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
                                  fresh=True, wait_for_tokenizers=True)
-    finally:
-        await app.aclose()
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
                           "profiles": [r.as_dict() for r in reports]}, indent=2))
@@ -146,8 +154,7 @@ def _budget_line(budget: dict[str, Any]) -> str:
 async def _chat(args: argparse.Namespace) -> int:
     from margin.services.chat import ChatError, ChatParams
 
-    app, _ = load_app(args.settings)
-    try:
+    async with running_app(args) as (app, _):
         service, uris = _chat_service(app, args.file)
         thread_id = args.thread
         if args.new:
@@ -171,15 +178,12 @@ async def _chat(args: argparse.Namespace) -> int:
         print()
         print(f"[thread {outcome.thread_id} · {_budget_line(outcome.budget)}]", file=sys.stderr)
         return 0
-    finally:
-        await app.aclose()
 
 
 async def _explain(args: argparse.Namespace) -> int:
     from margin.services.chat import ChatError, ChatParams
 
-    app, _ = load_app(args.settings)
-    try:
+    async with running_app(args) as (app, _):
         service, uris = _chat_service(app, args.file)
         params = ChatParams(_message(args), text_document=uris[0] if uris else None, files=uris,
                             thread_id=args.thread)
@@ -203,8 +207,6 @@ async def _explain(args: argparse.Namespace) -> int:
             for message in messages:
                 print(f"\n--- {message['role']} ---\n{message['content']}")
         return 0
-    finally:
-        await app.aclose()
 
 
 async def _edit(args: argparse.Namespace) -> int:
@@ -217,8 +219,7 @@ async def _edit(args: argparse.Namespace) -> int:
     from margin.services.chat import ChatParams
     from margin.services.editops import EditOpsService
 
-    app, _ = load_app(args.settings)
-    try:
+    async with running_app(args) as (app, _):
         service, uris = _chat_service(app, [args.file])
         params = ChatParams(" ".join(args.instruction).strip() or _message(args), text_document=uris[0],
                             files=uris)
@@ -242,15 +243,12 @@ async def _edit(args: argparse.Namespace) -> int:
         path.write_bytes(proposed.encode("utf-8"))
         print(f"wrote {args.file}", file=sys.stderr)
         return 0
-    finally:
-        await app.aclose()
 
 
 async def _threads(args: argparse.Namespace) -> int:
     import datetime
 
-    app, _ = load_app(args.settings)
-    try:
+    async with running_app(args) as (app, _):
         workspace = None if args.all else Path.cwd().as_uri()
         found = await app.threads.run(lambda store: store.list_threads(workspace))
         if not found:
@@ -263,8 +261,6 @@ async def _threads(args: argparse.Namespace) -> int:
         if not app.threads.persistent:
             print(f"margin: {app.threads.problem}", file=sys.stderr)
         return 0
-    finally:
-        await app.aclose()
 
 
 def build_parser() -> argparse.ArgumentParser:

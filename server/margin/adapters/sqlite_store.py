@@ -228,8 +228,7 @@ class SQLiteThreadStore:
                 await db.executemany(
                     "INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
                     [(message_id, tokenizer, tokens) for tokenizer, tokens in m.tokens.items()])
-                added.append(Message(**{**m.__dict__, "meta": dict(m.meta), "tokens": dict(m.tokens)},
-                                     id=message_id, thread_id=thread_id, created_at=now))
+                added.append(Message.stored(m, id=message_id, thread_id=thread_id, created_at=now))
             await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
         return added
 

@@ -52,6 +52,12 @@ class Message(NewMessage):
     thread_id: str = ""
     created_at: float = 0.0
 
+    @classmethod
+    def stored(cls, new: NewMessage, *, id: int, thread_id: str, created_at: float) -> Message:
+        """`new` as it is once stored (with its own copies of meta and token counts)."""
+        return cls(**{**new.__dict__, "meta": dict(new.meta), "tokens": dict(new.tokens)},
+                   id=id, thread_id=thread_id, created_at=created_at)
+
 
 class StoreUnavailable(RuntimeError):
     """The store cannot be used (locked, read-only, corrupt, unreadable). The message says
@@ -134,11 +140,8 @@ class MemoryThreadStore:
         if thread_id not in self._threads:
             raise KeyError(thread_id)
         now = time.time()
-        added = [
-            Message(**{**m.__dict__, "meta": dict(m.meta), "tokens": dict(m.tokens)},
-                    id=next(self._ids), thread_id=thread_id, created_at=now)
-            for m in messages
-        ]
+        added = [Message.stored(m, id=next(self._ids), thread_id=thread_id, created_at=now)
+                 for m in messages]
         self._messages[thread_id].extend(added)
         self._threads[thread_id] = replace(self._threads[thread_id], updated_at=now)
         return added

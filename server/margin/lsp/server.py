@@ -251,7 +251,7 @@ class MarginLanguageServer(LanguageServer):
             if self._initialized:
                 self.app.preload_tokenizers()
 
-    def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:  # noqa: D102
+    def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
         log.warning("invalid settings fields=%s", ",".join(p.field for p in problems))
         consequence = "Keeping the last good settings." if kept else "Using the built-in defaults."
         details = "; ".join(str(p) for p in problems)
