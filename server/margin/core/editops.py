@@ -28,7 +28,7 @@ import json
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -303,12 +303,21 @@ class ReplyRejected(ValueError):
     """The model's answer cannot be used; the message says why, for a person."""
 
 
-def parse_reply(text: str) -> ModelReply:
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_answer(model: type[M], text: str, schema_name: str) -> M:
+    """The model's JSON answer validated against `model`, or ReplyRejected saying what is wrong
+    (never quoting the answer)."""
     try:
-        return ModelReply.model_validate_json(text)
+        return model.model_validate_json(text)
     except ValidationError as error:
         first = error.errors()[0]
         if first["type"] == "json_invalid":
             raise ReplyRejected("the model did not answer with valid JSON") from None
         where = ".".join(str(part) for part in first["loc"]) or "the answer"
-        raise ReplyRejected(f"the model's answer does not follow the edit schema ({where}: {first['msg']})") from None
+        raise ReplyRejected(f"the model's answer does not follow {schema_name} ({where}: {first['msg']})") from None
+
+
+def parse_reply(text: str) -> ModelReply:
+    return parse_answer(ModelReply, text, "the edit schema")

@@ -22,8 +22,10 @@ DATA_GUARD = (
 
 def _code_fragments() -> dict[str, str]:
     from margin.core.editops import ops_schema_fragment
+    from margin.core.selection_edit import SELECTION_GUARD, selection_reply_fragment
 
-    return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment()}
+    return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(),
+            "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment()}
 
 
 CODE_FRAGMENTS: dict[str, str] = _code_fragments()

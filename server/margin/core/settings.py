@@ -12,6 +12,7 @@ caller keeps the last good settings.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Mapping, Sequence
@@ -128,6 +129,35 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
 }
 
 
+class CodeActionPreset(BaseModel):
+    """A code action offered on every non-empty selection: `Margin: <title>`."""
+
+    model_config = _MODEL_CONFIG
+
+    title: Annotated[str, Field(min_length=1, max_length=80)]
+    instruction: Annotated[str, Field(min_length=1)]
+
+
+DEFAULT_CODE_ACTIONS: tuple[CodeActionPreset, ...] = (
+    CodeActionPreset(title="Add docstring", instruction=(
+        "Add a docstring (or this language's usual documentation comment) to the code. "
+        "Change nothing else.")),
+    CodeActionPreset(title="Explain with comments", instruction=(
+        "Add brief comments that explain what the code does and why. Do not change the code itself.")),
+    CodeActionPreset(title="Simplify", instruction="Simplify the code without changing what it does."),
+)
+
+
+def _json_text(value: Any) -> Any:
+    """A list given as text (an environment variable) is read as JSON."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError("must be a JSON list of {\"title\", \"instruction\"} objects") from None
+    return value
+
+
 class GlobalSettings(BaseModel):
     """Settings that belong to no profile."""
 
@@ -143,6 +173,8 @@ class GlobalSettings(BaseModel):
     """mark Margin's edits as needing confirmation (clients that support it ask first)"""
     apply_edit_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     """how long to wait for the editor to answer workspace/applyEdit"""
+    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text)] = DEFAULT_CODE_ACTIONS
+    """the preset code actions offered on a selection (the edit profile answers them)"""
 
 
 PartialGlobals = create_model(  # type: ignore[call-overload]

@@ -11,7 +11,9 @@ from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
 from margin.core.editops import EditOp
 from margin.services.chat import ChatParams
+from margin.core.selection_edit import Diagnostic
 from margin.services.editops import ApplyRequest
+from margin.services.selection_edit import SelectionEditRequest
 
 Token = int | str
 
@@ -121,3 +123,30 @@ class ApplyOpsParams(_Params):
             position=self.position.core() if self.position else None,
             text_document=self.text_document.uri if self.text_document else None,
         )
+
+
+class DiagnosticModel(_Params):
+    line: Annotated[int, Field(ge=0)]
+    message: str
+    source: str | None = None
+    code: str | None = None
+    end_line: Annotated[int, Field(ge=0)] | None = None
+
+    def core(self) -> Diagnostic:
+        return Diagnostic(self.line, self.message, self.source, self.code, self.end_line)
+
+
+class SelectionEditData(_Params):
+    """What a Margin code action carries (`data`, or its command's argument) until it is
+    resolved: the selection, the text it was offered on, and what to ask."""
+
+    uri: Annotated[str, Field(min_length=1)]
+    range: RangeModel
+    kind: Literal["preset", "fix", "comment"]
+    fingerprint: str | None = None
+    instruction: str = ""
+    diagnostics: list[DiagnosticModel] = []
+
+    def core(self) -> SelectionEditRequest:
+        return SelectionEditRequest(self.uri, self.range.core(), self.kind, self.instruction,
+                                    [d.core() for d in self.diagnostics], self.fingerprint)

@@ -8,10 +8,12 @@ one copy of each document, positions decoded in the negotiated encoding.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+import uuid
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from lsprotocol import converters, types
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -40,6 +42,8 @@ from margin.services.app import MarginApp
 from margin.services.chat import ChatError, ChatOutcome, ChatParams, ChatService
 from margin.services.diagnosis import diagnose, system_prompt_warnings
 from margin.services.editops import EditOpsService, prepare_apply
+from margin.services.selection_edit import SelectionEditError, SelectionEditService
+from margin.core.selection_edit import Diagnostic
 from margin.lsp.edits import workspace_edit
 
 log = logging.getLogger(__name__)
@@ -54,10 +58,15 @@ DELETE_THREAD = "margin/deleteThread"
 EDIT_OPS = "margin/editOps"
 APPLY_OPS = "margin/applyOps"
 APPLY_OPS_COMMAND = "margin.applyOps"
+EDIT_SELECTION_COMMAND = "margin.editSelection"
+"""A chosen code action, for clients that cannot resolve a code action's edit."""
+REWRITE_KIND = "refactor.rewrite.margin"
+FIX_KIND = "quickfix.margin"
 CUSTOM_METHODS = [STATUS, CHAT, EXPLAIN, HISTORY, THREADS, NEW_THREAD, DELETE_THREAD, EDIT_OPS, APPLY_OPS]
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
+PROGRESS_CREATE_TIMEOUT_S = 2.0
 
 
 class RequestFailed(JsonRpcException):
@@ -174,6 +183,7 @@ class MarginLanguageServer(LanguageServer):
         app.tell_user = lambda message: self.tell_user(message, types.MessageType.Warning)
         self.chat = ChatService(app, workspace_folders=self.workspace_folder_uris)
         self.editops = EditOpsService(self.chat)
+        self.selection_edits = SelectionEditService(self.chat)
         self._pending_messages: list[tuple[str, types.MessageType]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
@@ -237,6 +247,54 @@ class MarginLanguageServer(LanguageServer):
             return
         self.work_done_progress.tokens.pop(token, None)
         self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+
+    @contextlib.asynccontextmanager
+    async def server_progress(self, title: str) -> AsyncIterator[None]:
+        """Cancellable progress the server starts itself (for requests that carry no token),
+        when the client supports it; a client slow to accept it gets none rather than a wait."""
+        token = None
+        window = self.client_capabilities.window
+        if window and window.work_done_progress:
+            candidate = f"margin-{uuid.uuid4()}"
+            try:
+                await asyncio.wait_for(self.work_done_progress.create_async(candidate), PROGRESS_CREATE_TIMEOUT_S)
+                token = candidate
+            except (TimeoutError, JsonRpcException):
+                log.info("the client did not accept a progress token; working without one")
+        self.start_work(token, title)
+        outcome = "failed"
+        try:
+            yield
+            outcome = "done"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self.end_work(token, outcome)
+
+    def resolves_edits(self) -> bool:
+        """Whether the client resolves a code action's `edit` lazily (codeAction/resolve)."""
+        text = self.client_capabilities.text_document
+        support = text.code_action.resolve_support if text and text.code_action else None
+        return bool(support and "edit" in support.properties)
+
+    async def apply_edit(self, edit: types.WorkspaceEdit) -> str | None:
+        """workspace/applyEdit, never waiting longer than applyEditTimeoutS: None when applied,
+        else why not."""
+        workspace = self.client_capabilities.workspace
+        if not (workspace and workspace.apply_edit):
+            return "This editor does not accept edits from the server (workspace/applyEdit)."
+        timeout = self.app.settings.current.globals.apply_edit_timeout_s
+        try:
+            answer = await asyncio.wait_for(
+                self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Margin")),
+                timeout)
+        except TimeoutError:
+            return (f"The editor did not answer workspace/applyEdit within {timeout:g} s; "
+                    "check the file before trying again.")
+        if not answer.applied:
+            return f"The editor refused the edit: {answer.failure_reason or 'no reason given'}."
+        return None
 
     def cancel_background_tasks(self) -> None:
         for task in list(self._tasks):
@@ -497,22 +555,11 @@ def register(server: MarginLanguageServer) -> None:
             return {**refused, "staleFiles": plan.stale, "failureReason": (
                 f"Not applied: {', '.join(plan.stale)} changed where the edit goes since it was proposed "
                 "(or was closed). Ask again for a fresh proposal.")}
-        workspace = ls.client_capabilities.workspace
-        if not (workspace and workspace.apply_edit):
-            return {**refused, "failureReason": "This editor does not accept edits from the server "
-                                                "(workspace/applyEdit)."}
-        settings = ls.app.settings.current.globals
-        edit = workspace_edit(prepared.files, plan.edits, ls.app.files.encoding, confirm=settings.confirm_edits)
-        try:
-            answer = await asyncio.wait_for(
-                ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Margin")),
-                settings.apply_edit_timeout_s)
-        except TimeoutError:
-            return {**refused, "failureReason": (
-                f"The editor did not answer workspace/applyEdit within {settings.apply_edit_timeout_s:g} s; "
-                "check the file before trying again.")}
-        if not answer.applied:
-            return {**refused, "failureReason": f"The editor refused the edit: {answer.failure_reason or 'no reason given'}."}
+        confirm = ls.app.settings.current.globals.confirm_edits
+        failure = await ls.apply_edit(workspace_edit(prepared.files, plan.edits, ls.app.files.encoding,
+                                                     confirm=confirm))
+        if failure:
+            return {**refused, "failureReason": failure}
         log.info("ops applied files=%d rebased=%s", len(plan.edits), plan.rebased)
         return {"applied": True, "rebased": plan.rebased, "staleFiles": []}
 
@@ -523,6 +570,69 @@ def register(server: MarginLanguageServer) -> None:
     @server.command(APPLY_OPS_COMMAND)
     async def apply_ops_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
         return await apply_ops(ls, arguments[0] if arguments else None)
+
+    def to_range(r: types.Range) -> Range:
+        return Range(Position(r.start.line, r.start.character), Position(r.end.line, r.end.character))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[FIX_KIND, REWRITE_KIND], resolve_provider=True))
+    def code_action(ls: MarginLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """Margin's actions for a non-empty selection. Nothing is asked of the model here."""
+        uri = params.text_document.uri
+        diagnostics = params.context.diagnostics
+        offered = ls.selection_edits.offer(uri, to_range(params.range), [
+            Diagnostic(d.range.start.line, d.message, d.source, None if d.code is None else str(d.code),
+                       d.range.end.line) for d in diagnostics])
+        file = ls.app.files.get(uri)
+        if not offered or file is None:
+            return []
+        only = params.context.only or []
+        lazy = ls.resolves_edits()
+        actions = []
+        for offer in offered:
+            kind = FIX_KIND if offer.kind == "fix" else REWRITE_KIND
+            if only and not any(kind == o or kind.startswith(f"{o}.") for o in only):
+                continue
+            span = types.Range(types.Position(offer.range.start.line, offer.range.start.character),
+                               types.Position(offer.range.end.line, offer.range.end.character))
+            data = {"uri": uri, "range": unstructure(span), "kind": offer.kind,
+                    "fingerprint": file.fingerprint, "instruction": offer.instruction}
+            if offer.kind == "fix":
+                data["diagnostics"] = [
+                    {"line": d.range.start.line, "endLine": d.range.end.line, "message": d.message,
+                     "source": d.source, "code": None if d.code is None else str(d.code)} for d in diagnostics]
+            action = types.CodeAction(offer.title, kind=kind, data=data, is_preferred=offer.kind == "comment",
+                                      diagnostics=list(diagnostics) if offer.kind == "fix" else None)
+            if not lazy:
+                action.command = types.Command(offer.title, EDIT_SELECTION_COMMAND, [data])
+            actions.append(action)
+        return actions
+
+    async def selection_edit(ls: MarginLanguageServer, data: Any, method: str) -> types.WorkspaceEdit:
+        request = parse_params(wire.SelectionEditData, data, method)
+        try:
+            async with ls.server_progress("Margin is editing the selection"):
+                outcome = await ls.selection_edits.propose(request.core())
+        except SelectionEditError as error:
+            raise RequestFailed(str(error)) from None
+        confirm = ls.app.settings.current.globals.confirm_edits
+        return workspace_edit({outcome.current.uri: outcome.current}, outcome.plan.edits,
+                              ls.app.files.encoding, confirm=confirm)
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def resolve_code_action(ls: MarginLanguageServer, params: types.CodeAction) -> types.CodeAction:
+        """The chosen action's edit: the model is asked now, and the edit is of the exact text
+        it saw (rebased only when the document changed clear of it)."""
+        params.edit = await selection_edit(ls, params.data, types.CODE_ACTION_RESOLVE)
+        return params
+
+    @server.command(EDIT_SELECTION_COMMAND)
+    async def edit_selection_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
+        edit = await selection_edit(ls, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND)
+        failure = await ls.apply_edit(edit)
+        if failure:
+            raise RequestFailed(failure)
+        return {"applied": True}
 
     @server.feature(STATUS)
     async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

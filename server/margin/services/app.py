@@ -11,6 +11,7 @@ from margin.core.settings import SettingsState
 from margin.core.threads import FileContextRepository, MessageFileContexts, ThreadStore
 from margin.core.vfs import VirtualFileStore
 from margin.core.tokens.choice import choose_tokenizer
+from margin.core.tokens.counter import TokenCounter
 from margin.services.backends import Backends, ProviderFactory
 from margin.services.threads import Threads, default_database_path
 from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
@@ -61,6 +62,15 @@ class MarginApp:
         if self._templates is None or self._templates.user_dir != user_dir:
             self._templates = Templates(user_dir)
         return self._templates
+
+    async def window_and_counter(self, profile_name: str) -> tuple[int, TokenCounter]:
+        """The context window a profile's requests get, and the counter for its model
+        (probing the backend, or reusing a recent probe)."""
+        profile = self.settings.current.profile(profile_name)
+        info = await self.backends.probe(profile_name, profile)
+        window, _ = self.backends.context_window(profile, info)
+        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind)
+        return window, await self.tokenizers.counter(choice, profile.base_url, profile.timeout_s)
 
     def preload_tokenizers(self) -> None:
         """Start building the in-process tokenizers the enabled profiles name (by setting or by

@@ -15,15 +15,14 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, envelope
-from margin.core.budget import SystemPromptTooLarge
-from margin.core.llm import ChatRequest, ContextTooLarge, ProviderError, Usage
+from margin.core.budget import Plan, SystemPromptTooLarge
+from margin.core.llm import ChatMessage, ChatRequest, ContextTooLarge, ProviderError, Usage
 from margin.core.prompts import TemplateError
 from margin.core.threads import NewMessage, Thread, ThreadStore
-from margin.core.tokens.choice import choose_tokenizer
 from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range
 from margin.services.app import MarginApp
@@ -88,6 +87,32 @@ class Prepared:
     def budget(self) -> dict[str, Any]:
         """The budget report, with `counted`: the exact count of the prompt as sent."""
         return {**self.assembly.plan.report(), "counted": self.counted}
+
+
+class Assembled(Protocol):
+    messages: list[ChatMessage]
+    plan: Plan
+
+
+A = TypeVar("A", bound=Assembled)
+
+
+async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int) -> tuple[A, int]:
+    """Assemble for the window, count the prompt whole, and if framing the estimate could not
+    see makes it larger than the limit, assemble again with that much less room (a few rounds
+    at most). The report keeps the real window and limit."""
+    room = window
+    for _ in range(4):
+        assembly = assemble(room)
+        if room == window:
+            limit = assembly.plan.limit
+        counted = await counter.count_chat(assembly.messages) if assembly.messages else 0
+        if counted <= limit:
+            break
+        # The plan must hold `counted - limit` fewer tokens than it does now.
+        room -= (assembly.plan.limit - assembly.plan.total) + (counted - limit)
+    assembly.plan.context_window, assembly.plan.limit = window, limit
+    return assembly, counted
 
 
 class ThreadGuard:
@@ -181,10 +206,7 @@ class ChatService:
             template = self.app.templates.load(profile.template)
         except TemplateError as error:
             raise ChatError(str(error)) from None
-        info = await self.app.backends.probe(profile_name, profile)
-        window, _ = self.app.backends.context_window(profile, info)
-        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind)
-        counter = await self.app.tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+        window, counter = await self.app.window_and_counter(profile_name)
         tokenizer = counter.name
 
         thread = await self.app.threads.run(lambda store: self.thread_for(store, params))
@@ -206,33 +228,16 @@ class ChatService:
 
         chat = ChatInput(system, optional, history, newest, files)
         try:
-            assembly, counted = await self._fit(chat, known.__getitem__, counter, window,
-                                                profile.max_output_tokens, framing)
+            assembly, counted = await fit_prompt(
+                lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
+                                           reserved_output=profile.max_output_tokens, tokenizer=counter.name,
+                                           exact=counter.exact, framing_tokens=framing),
+                counter, window)
         except SystemPromptTooLarge as error:
             raise ChatError(str(error)) from None
         except ProviderError as error:
             raise ChatError(f"Could not count tokens with {tokenizer}: {error}") from None
         return Prepared(thread, assembly, counter, tokenizer, newest, params.message, counted, files)
-
-    @staticmethod
-    async def _fit(chat: ChatInput, count: Callable[[str], int], counter: TokenCounter, window: int,
-                   reserved: int, framing: int) -> tuple[ChatAssembly, int]:
-        """Assemble, count the prompt whole, and if framing the estimate could not see makes
-        it larger than the limit, assemble again with that much less room (a few rounds at
-        most). The report keeps the real window and limit."""
-        room = window
-        for _ in range(4):
-            assembly = assemble_chat(chat, count, context_window=room, reserved_output=reserved,
-                                     tokenizer=counter.name, exact=counter.exact, framing_tokens=framing)
-            if room == window:
-                limit = assembly.plan.limit
-            counted = await counter.count_chat(assembly.messages) if assembly.messages else 0
-            if counted <= limit:
-                break
-            # The plan must hold `counted - limit` fewer tokens than it does now.
-            room -= (assembly.plan.limit - assembly.plan.total) + (counted - limit)
-        assembly.plan.context_window, assembly.plan.limit = window, limit
-        return assembly, counted
 
     async def chat(self, params: ChatParams, on_delta: Callable[[str], Awaitable[None] | None] = lambda t: None,
                    profile_name: str = "chat") -> ChatOutcome:

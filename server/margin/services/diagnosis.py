@@ -111,10 +111,7 @@ async def system_prompt_warnings(app: Any) -> list[str]:
             template = app.templates.load(profile.template)
         except TemplateError:
             continue  # reported when the profile is used
-        info = await app.backends.probe(name, profile)
-        window, _ = app.backends.context_window(profile, info)
-        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind)
-        counter = await app.tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+        window, counter = await app.window_and_counter(name)
         system = "\n\n".join(f.text for f in template.required)
         try:
             (tokens,) = await counter.count_texts([system])

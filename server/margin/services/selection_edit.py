@@ -1,0 +1,239 @@
+"""Selection edits: the code actions Margin offers on a non-empty selection, and the `edit`
+profile's rewrite of the selection when one is chosen.
+
+Offering is instant and calls no model: the presets from settings, "Fix with Margin" when the
+request carries diagnostics, and the user's own `margin: ...` comment. The model is called only
+when an action is chosen (`codeAction/resolve`). Its answer becomes an edit of the exact text
+it saw, guarded like applying edit-ops: if the document changed while the model worked, the
+edit is rebased when the change lies clear of it, and refused otherwise. A selection edit is
+one-shot: it does not use or change the chat threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from margin.core.assemble import PER_MESSAGE_OVERHEAD
+from margin.core.budget import SystemPromptTooLarge
+from margin.core.editops import ApplyPlan, OffsetEdit, ReplyRejected, plan_apply
+from margin.core.llm import ChatRequest, ContextTooLarge, ProviderError
+from margin.core.prompts import TemplateError
+from margin.core.selection_edit import (
+    Diagnostic,
+    EditInput,
+    assemble_edit,
+    edit_region,
+    find_instruction,
+    fixed_texts,
+    fit_replacement,
+    fix_instruction,
+    parse_selection_reply,
+    selection_reply_schema,
+)
+from margin.core.tokens.counter import LocalCounter, TokenCounter
+from margin.core.vfs import Position, Range, VirtualFile
+from margin.services.chat import ChatService, fit_prompt
+
+log = logging.getLogger(__name__)
+
+PROFILE = "edit"
+CONTEXT_CHARS_PER_TOKEN = 12
+"""The code around a selection is read at most this many characters per token of the limit on
+each side: more could never fit, so it is never counted."""
+
+ActionKind = Literal["preset", "fix", "comment"]
+
+
+class SelectionEditError(Exception):
+    """A selection edit that cannot be made; the message is for a person."""
+
+
+@dataclass(frozen=True)
+class OfferedAction:
+    title: str
+    kind: ActionKind
+    range: Range
+    """what it rewrites: the selection, or for a fix at the cursor the lines the diagnostics cover"""
+    instruction: str = ""
+    """for presets; a fix's comes from its diagnostics, a comment's from the comment"""
+
+
+@dataclass(frozen=True)
+class SelectionEditRequest:
+    uri: str
+    range: Range
+    kind: ActionKind
+    instruction: str = ""
+    diagnostics: Sequence[Diagnostic] = ()
+    fingerprint: str | None = None
+    """the text the action was offered on; None: whatever the document holds now"""
+
+
+@dataclass
+class SelectionEditOutcome:
+    base: VirtualFile
+    """the text the model saw"""
+    current: VirtualFile
+    plan: ApplyPlan
+    """the edit on the current text (rebased if the document changed clear of it)"""
+    budget: dict[str, Any] = field(default_factory=dict)
+
+
+def _title(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@dataclass
+class SelectionEditService:
+    chat: ChatService
+    """for the workspace's file ids"""
+
+    @property
+    def app(self):  # type: ignore[no-untyped-def]
+        return self.chat.app
+
+    def offer(self, uri: str, selection: Range, diagnostics: Sequence[Diagnostic]) -> list[OfferedAction]:
+        """The actions for a selection; at a cursor, only "Fix with Margin" (on the lines the
+        diagnostics cover). None when the file is unknown or the edit profile is off."""
+        file = self.app.files.get(uri)
+        settings = self.app.settings.current
+        if file is None or not settings.profile(PROFILE).enabled:
+            return []
+        start, end = self._offsets(file, selection)
+        if start == end:
+            if not diagnostics:
+                return []
+            first = min(d.line for d in diagnostics)
+            last = max(d.line if d.end_line is None else d.end_line for d in diagnostics)
+            end_of_lines = (Position(last + 1, 0) if last + 1 < file.line_count
+                            else file.position_at(len(file.text), self.app.files.encoding))
+            if end_of_lines == Position(first, 0):
+                return []
+            return [OfferedAction("Fix with Margin", "fix", Range(Position(first, 0), end_of_lines))]
+        actions = []
+        comment = find_instruction(file.text, start, end)
+        if comment is not None:
+            actions.append(OfferedAction(f"Margin: {_title(comment.text)}", "comment", selection))
+        if diagnostics:
+            actions.append(OfferedAction("Fix with Margin", "fix", selection))
+        actions += [OfferedAction(f"Margin: {p.title}", "preset", selection, p.instruction)
+                    for p in settings.globals.code_actions]
+        return actions
+
+    def _offsets(self, file: VirtualFile, selection: Range) -> tuple[int, int]:
+        encoding = self.app.files.encoding
+        start, end = file.offset_at(selection.start, encoding), file.offset_at(selection.end, encoding)
+        return min(start, end), max(start, end)
+
+    async def propose(self, request: SelectionEditRequest) -> SelectionEditOutcome:
+        app = self.app
+        profile = app.settings.current.profile(PROFILE)
+        if not profile.enabled:
+            raise SelectionEditError("Selection edits are turned off: set edit.enabled to true to use them.")
+        base = app.files.get(request.uri)
+        file_id = self.chat.file_id(request.uri)
+        if base is None:
+            raise SelectionEditError(f"{file_id} is not open in the editor any more.")
+        if request.fingerprint is not None and base.fingerprint != request.fingerprint:
+            raise SelectionEditError(f"{file_id} changed after the action was offered: select the code "
+                                     "and choose the action again.")
+        start, end = self._offsets(base, request.range)
+        if start == end:
+            raise SelectionEditError("Select the code to change first.")
+        comment = find_instruction(base.text, start, end) if request.kind == "comment" else None
+        if request.kind == "comment" and comment is None:
+            raise SelectionEditError("There is no `margin: ...` comment above or inside the selection any more.")
+        instruction = (comment.text if comment is not None
+                       else fix_instruction(request.diagnostics) if request.kind == "fix"
+                       else request.instruction)
+        region = edit_region(base.text, start, end, comment)
+        try:
+            template = app.templates.load(profile.template)
+        except TemplateError as error:
+            raise SelectionEditError(str(error)) from None
+
+        window, counter = await app.window_and_counter(PROFILE)
+        reach = max(window - profile.max_output_tokens, 0) * CONTEXT_CHARS_PER_TOKEN
+        before = base.text[: region.start]
+        if len(before) > reach:  # from the first whole line within reach
+            cut = before.find("\n", len(before) - reach)
+            before = before[cut + 1:] if cut >= 0 else ""
+        after = base.text[region.end:]
+        after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
+        edit = EditInput("\n\n".join(f.text for f in template.required),
+                         [(f.name, f.text) for f in template.optional],
+                         file_id, base.language_id, before, region.shown, after, instruction)
+        count = await self._count_function(counter, edit)
+        framing = await counter.count_chat([]) if isinstance(counter, LocalCounter) else 0
+        try:
+            assembly, counted = await fit_prompt(
+                lambda room: assemble_edit(edit, count, context_window=room,
+                                           reserved_output=profile.max_output_tokens, tokenizer=counter.name,
+                                           exact=counter.exact, framing_tokens=framing,
+                                           message_overhead=PER_MESSAGE_OVERHEAD),
+                counter, window)
+        except SystemPromptTooLarge as error:
+            raise SelectionEditError(str(error)) from None
+        except ProviderError as error:
+            raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
+        budget = {**assembly.plan.report(), "counted": counted}
+        if assembly.over_budget:
+            raise SelectionEditError(f"{assembly.over_budget} Select less code, or use a model with a "
+                                     "larger window for the edit profile.")
+
+        started = time.perf_counter()
+        request_json = ChatRequest(
+            assembly.messages, profile.max_output_tokens, profile.temperature, profile.model,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "margin_selection_edit", "schema": selection_reply_schema()}})
+        try:
+            reply = await app.backends.provider(PROFILE, profile).complete(request_json)
+        except ContextTooLarge as error:
+            raise SelectionEditError(str(error)) from None
+        except ProviderError as error:
+            log.warning("selection edit failed error=%s", error.kind)
+            raise SelectionEditError(f"{error} Nothing was changed.") from None
+        if reply.finish_reason == "length":
+            raise SelectionEditError(
+                f"The model's answer was cut off at maxOutputTokens ({profile.max_output_tokens}), so it "
+                "cannot be used. Raise edit.maxOutputTokens, or select less code.")
+        try:
+            replacement = parse_selection_reply(reply.content)
+        except ReplyRejected as error:
+            raise SelectionEditError(f"Nothing was changed: {error}. Try again.") from None
+        fitted = fit_replacement(replacement, region.shown, base.text)
+        if base.text[region.start:region.end] == fitted:
+            raise SelectionEditError("The model proposed no change.")
+
+        current = app.files.get(request.uri)
+        plan = plan_apply({request.uri: [OffsetEdit(region.start, region.end, fitted, 0)]},
+                          {request.uri: base.text}, {request.uri: current.text} if current else {})
+        log.info("selection edit proposed kind=%s chars_in=%d chars_out=%d prompt_tokens=%d rebased=%s "
+                 "stale=%s ms=%.0f", request.kind, region.end - region.start, len(fitted), counted,
+                 plan.rebased, bool(plan.stale), (time.perf_counter() - started) * 1000)
+        if plan.stale or current is None:
+            raise SelectionEditError(f"Not applied: {file_id} changed where the edit goes while Margin was "
+                                     "working. Choose the action again.")
+        return SelectionEditOutcome(base, current, plan, budget)
+
+    @staticmethod
+    async def _count_function(counter: TokenCounter, edit: EditInput):  # type: ignore[no-untyped-def]
+        """A synchronous count for the assembler. An in-process tokenizer counts anything
+        exactly; a server's tokenizer counts the fixed texts and each line of the code around
+        the selection once, and a joined run of lines is estimated as the sum of its lines
+        (the whole prompt is then counted exactly, and cut further if the estimate fell short)."""
+        if isinstance(counter, LocalCounter):
+            return counter.count
+        lines = [*edit.before.splitlines(keepends=True), *edit.after.splitlines(keepends=True)]
+        texts = list(dict.fromkeys([*fixed_texts(edit), *lines]))
+        known = dict(zip(texts, await counter.count_texts(texts)))
+
+        def count(text: str) -> int:
+            found = known.get(text)
+            return found if found is not None else sum(known.get(line, len(line))
+                                                       for line in text.splitlines(keepends=True))
+
+        return count
