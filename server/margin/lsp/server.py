@@ -337,9 +337,10 @@ class StatusParams(BaseModel):
     """Probe the backends again instead of reusing a recent probe."""
 
 
-def parse_params(model: type[P], params: Any, method: str) -> P:
-    """Custom-request params validated, or InvalidParams naming each bad field. No params and
-    an empty array (how Neovim's Lua encodes an empty table) both mean `{}`."""
+def parse_params(model: type[P], params: Any, method: str, where: str = "") -> P:
+    """Custom-request params validated, or InvalidParams naming each bad field (inside `where`,
+    when the params are a part of the request). No params and an empty array (how Neovim's
+    Lua encodes an empty table) both mean `{}`."""
     if params is None or params == []:
         params = {}
     try:
@@ -347,9 +348,10 @@ def parse_params(model: type[P], params: Any, method: str) -> P:
     except ValidationError as error:
         problems = []
         for item in error.errors():
-            where = ".".join(str(part) for part in item["loc"]) or "params"
+            path = ".".join([where, *(str(part) for part in item["loc"])] if where else
+                            [str(part) for part in item["loc"]]) or "params"
             what = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-            problems.append(f"{where}: {what}")
+            problems.append(f"{path}: {what}")
         raise JsonRpcInvalidParams(f"{method}: invalid params: " + "; ".join(problems)) from None
 
 
@@ -604,12 +606,12 @@ def register(server: MarginLanguageServer) -> None:
             action = types.CodeAction(offer.title, kind=kind, data=data, is_preferred=offer.kind == "comment",
                                       diagnostics=list(diagnostics) if offer.kind == "fix" else None)
             if not lazy:
-                action.command = types.Command(offer.title, EDIT_SELECTION_COMMAND, [data])
+                action.command = types.Command(title=offer.title, command=EDIT_SELECTION_COMMAND, arguments=[data])
             actions.append(action)
         return actions
 
-    async def selection_edit(ls: MarginLanguageServer, data: Any, method: str) -> types.WorkspaceEdit:
-        request = parse_params(wire.SelectionEditData, data, method)
+    async def selection_edit(ls: MarginLanguageServer, data: Any, method: str, where: str) -> types.WorkspaceEdit:
+        request = parse_params(wire.SelectionEditData, data, method, where)
         try:
             async with ls.server_progress("Margin is editing the selection"):
                 outcome = await ls.selection_edits.propose(request.core())
@@ -623,12 +625,12 @@ def register(server: MarginLanguageServer) -> None:
     async def resolve_code_action(ls: MarginLanguageServer, params: types.CodeAction) -> types.CodeAction:
         """The chosen action's edit: the model is asked now, and the edit is of the exact text
         it saw (rebased only when the document changed clear of it)."""
-        params.edit = await selection_edit(ls, params.data, types.CODE_ACTION_RESOLVE)
+        params.edit = await selection_edit(ls, params.data, types.CODE_ACTION_RESOLVE, "data")
         return params
 
     @server.command(EDIT_SELECTION_COMMAND)
     async def edit_selection_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
-        edit = await selection_edit(ls, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND)
+        edit = await selection_edit(ls, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND, "arguments.0")
         failure = await ls.apply_edit(edit)
         if failure:
             raise RequestFailed(failure)
