@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import clean_env
+from tests.fakes.fake_openai import reply
 
 pytestmark = pytest.mark.neovim
 
@@ -65,3 +66,41 @@ def test_neovim_buffers_and_server_agree(tmp_path, style):
     server_log = (tmp_path / "margin.log").read_text()
     assert "initialize client=Neovim encoding=utf-8" in server_log
     assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
+
+
+CODE_ACTION = Path(__file__).parent / "nvim" / "code_action.lua"
+
+
+def test_a_margin_code_action_on_selected_lines_edits_the_file_on_disk(tmp_path, fake):
+    """Select lines under a `margin:` comment, choose the action, write: the file on disk is the
+    model's rewrite with the comment gone, still CRLF, the emoji intact."""
+    (tmp_path / ".git").mkdir()
+    source = tmp_path / "total.py"
+    source.write_bytes("# 😀 sums\r\n# margin: make it iterative\r\ndef total(n):\r\n"
+                       "    return n + total(n - 1) if n else 0\r\n\r\nprint(total(3))\r\n".encode())
+    fake.script(reply(json.dumps({"replacement": "def total(n):\n    result = 0\n    while n:\n"
+                                                 "        result, n = result + n, n - 1\n    return result"})))
+    out = tmp_path / "results.json"
+    env = clean_env(
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_OUT=str(out), MARGIN_NVIM_LINES="3,4",
+        MARGIN_NVIM_TITLE="Margin: make it iterative",
+        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+        MARGIN_DATABASE=str(tmp_path / "t.db"),
+        XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
+        MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
+    )
+    run = subprocess.run([str(BIN / "nvim"), "--headless", "--clean", "-n", "-u", str(CODE_ACTION)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-2000:])
+    assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
+    assert results["applied"] is True
+    assert source.read_bytes() == ("# 😀 sums\r\ndef total(n):\r\n    result = 0\r\n    while n:\r\n"
+                                   "        result, n = result + n, n - 1\r\n    return result\r\n\r\n"
+                                   "print(total(3))\r\n").encode()
+    assert results["fileformat"] == "dos"
+    assert results["server_fingerprint"] == disk_fingerprint(source)
+    assert results["server_version"] == results["changedtick"]
+    (sent,) = fake.requests
+    assert sent["messages"][1]["content"].endswith("Instruction: make it iterative")
