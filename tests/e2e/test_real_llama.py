@@ -194,3 +194,44 @@ async def test_edit_ops_on_the_real_model_apply_or_are_refused_safely(llama_serv
                                                              "baseFingerprints": result["baseFingerprints"]})
         assert applied == {"applied": True, "rebased": False, "staleFiles": []}
         assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
+
+
+async def test_a_code_action_on_a_large_file_fits_the_window_and_edits_only_the_selection(llama_server, tmp_path):
+    """The edit profile counts with the server's own tokenizer (/tokenize), trims a 600-line file
+    around the selection to fit 4096 tokens, and the answer either becomes an edit of the
+    selection alone or is refused with a message — never a context overflow."""
+    from pathlib import Path
+
+    from lsprotocol import types
+    from pygls.exceptions import JsonRpcException
+
+    from tests.e2e.lsp_client import open_doc, request
+    from tests.e2e.test_lsp_code_actions import RESOLVING
+    from tests.e2e.test_lsp_editops import apply_text_edits
+
+    functions = [f"def step_{i}(value):\n    return value * {i} + {i % 7}\n\n\n" for i in range(150)]
+    text = "".join(functions)
+    line = text[: text.index("def step_75")].count("\n")
+    uri = "file:///ws/steps.py"
+    env = {"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_EDIT_MAX_OUTPUT_TOKENS": "200", "MARGIN_EDIT_TEMPERATURE": "0"}
+    async with margin_client(env=env, root=Path("/ws"), capabilities=RESOLVING) as client:
+        open_doc(client, uri, text)
+        converter = client.protocol._converter
+        selection = {"start": {"line": line, "character": 0}, "end": {"line": line + 2, "character": 0}}
+        offered = await request(client, "textDocument/codeAction", converter.structure(
+            {"textDocument": {"uri": uri}, "range": selection, "context": {"diagnostics": []}}, types.CodeActionParams))
+        docstring = next(a for a in offered if a.title == "Margin: Add docstring")
+        try:
+            resolved = await request(client, "codeAction/resolve", docstring)
+        except JsonRpcException as error:
+            print(f"\nrefused: {error}")
+            assert "too large" not in str(error).lower() and "context" not in str(error).lower()
+            return
+    (change,) = converter.unstructure(resolved.edit)["documentChanges"]
+    edited = apply_text_edits(text, change["edits"])
+    start = text.index("def step_75")
+    end = text.index("def step_76") - 2  # the selection ends after `return`'s line
+    tail = len(text) - end
+    print(f"\nedit: {edited[start:len(edited) - tail]!r}")
+    assert edited[:start] == text[:start] and edited[len(edited) - tail:] == text[end:]
