@@ -1,0 +1,101 @@
+"""Applying edit-ops, as a property over whole proposals: random documents, random op sets (every
+op kind and target), random user edits made after the proposal. Whatever is drawn, applying
+yields the ops applied to the base (document unchanged), or the ops and the user's edits both
+(rebased, only when they lie clear of each other), or nothing at all."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from margin.core.editops import Anchor, EditOp, OffsetEdit, OpsRejected, apply_edits, resolve
+from margin.core.vfs import PositionEncoding, Range, TextChange
+from margin.services.chat import ChatService
+from margin.services.editops import ApplyRequest, EditOpsService, prepare_apply
+from margin.wiring import build_app
+
+URI = "file:///ws/doc.py"
+LINES = ["a = 1", "b = 2", "def f():", "    return x", "", "# é 😀", "x", "total += 1",
+         *(f"v{i} = {i} * 😀" for i in range(16))]
+
+
+@st.composite
+def proposal(draw):
+    base = "".join(line + "\n" for line in draw(st.lists(st.sampled_from(LINES), min_size=1, max_size=12)))
+    start = draw(st.integers(0, len(base)))
+    end = draw(st.integers(start, len(base)))
+    ops = []
+    for _ in range(draw(st.integers(1, 3))):
+        target = draw(st.sampled_from(["document", "selection", "cursor", "match", "match", "match"]))
+        op = "insert" if target == "cursor" and draw(st.integers(0, 4)) else draw(
+            st.sampled_from(["insert", "replace", "delete"]))
+        match = None
+        if target == "match":  # mostly a whole line (unique or not), sometimes any piece
+            if draw(st.booleans()):
+                match = draw(st.sampled_from(base.splitlines(keepends=True)))
+            else:
+                i = draw(st.integers(0, len(base) - 1))
+                match = base[i : draw(st.integers(i + 1, min(len(base), i + 12)))]
+        content = None if op == "delete" else draw(st.sampled_from(["", "NEW", "y = 3\n", "😀\n"]))
+        if draw(st.integers(0, 19)) == 0:  # now and then an op of the wrong shape
+            content = "stray" if op == "delete" else None
+        ops.append(EditOp(op, URI, target, match, content))
+    # The user's edits after the proposal: whole lines replaced, inserted or deleted.
+    base_lines = base.splitlines(keepends=True)
+    starts = [sum(len(line) for line in base_lines[:i]) for i in range(len(base_lines) + 1)]
+    user = []
+    for i in sorted(draw(st.lists(st.integers(0, len(base_lines)), max_size=3, unique=True))):
+        kind = draw(st.sampled_from(["insert", "replace", "delete"])) if i < len(base_lines) else "insert"
+        s = starts[i]
+        e = s if kind == "insert" else starts[i + 1]
+        user.append(OffsetEdit(s, e, "" if kind == "delete" else draw(st.sampled_from(["user\n", "b = 2\n"])), 100 + i))
+    return base, (start, end), ops, user
+
+
+def clear_of_each_other(ops: list[OffsetEdit], user: list[OffsetEdit]) -> bool:
+    """No op and user edit overlap or meet (where they meet, which goes first is a guess)."""
+    return all(a.end < b.start or b.end < a.start for a in ops for b in user)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proposal())
+def test_applying_is_the_ops_on_the_base_or_exactly_rebased_or_nothing(case):
+    base, (start, end), ops, user = case
+    app = build_app({})
+    service = EditOpsService(ChatService(app))
+    base_file = app.files.open(URI, "python", 1, base)
+    service.snapshots.keep(base_file)  # as a proposal does
+    current = apply_edits(base, user)
+    if current != base:
+        app.files.change(URI, 2, [TextChange(current)])
+    encoding = PositionEncoding.UTF16
+    selection = (base_file.position_at(start, encoding), base_file.position_at(end, encoding))
+
+    prepared = prepare_apply(service, ApplyRequest(ops, {URI: base_file.fingerprint},
+                                                   selection=Range(*selection), text_document=URI))
+    assert app.files.get(URI).text == current  # preparing never touches the document
+
+    try:
+        expected = resolve(ops, {URI: base}, selection=Anchor(URI, start, end), cursor=Anchor(URI, end, end))
+    except OpsRejected:
+        event("rejected")
+        assert prepared.failure and (prepared.plan is None or not prepared.plan.texts)
+        return
+    if not ops:
+        return
+    assert prepared.failure is None and prepared.plan is not None
+    plan = prepared.plan
+    event("fresh" if current == base else "stale" if plan.stale else "rebased")
+    if current == base:
+        assert not plan.stale and not plan.rebased
+        assert plan.texts == {URI: apply_edits(base, expected[URI])}
+        return
+    if plan.stale:
+        assert plan.texts == {} and plan.edits == {} and plan.stale == [URI]
+        return
+    # Rebased: the user's edits and the ops lie clear of each other, and the text is both.
+    assert plan.rebased
+    assert clear_of_each_other(expected[URI], user)
+    combined = sorted(user + expected[URI], key=lambda e: (e.start, e.end, e.op))
+    assert plan.texts[URI] == apply_edits(base, combined)
+    assert apply_edits(current, plan.edits[URI]) == plan.texts[URI]
