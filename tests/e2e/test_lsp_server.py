@@ -39,12 +39,13 @@ async def test_initialize_advertises_what_margin_does():
         assert caps.experimental["margin"]["methods"] == [
             "margin/status", "margin/chat", "margin/explain", "margin/history", "margin/threads",
             "margin/newThread", "margin/deleteThread", "margin/editOps", "margin/applyOps"]
-        assert list(caps.execute_command_provider.commands) == ["margin.applyOps"]
+        assert list(caps.execute_command_provider.commands) == ["margin.applyOps", "margin.editSelection"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__
         # Nothing Margin does not implement yet is claimed.
-        assert caps.completion_provider is None and caps.code_action_provider is None
-        assert caps.hover_provider is None
+        assert caps.code_action_provider.resolve_provider is True
+        assert caps.completion_provider is None and caps.hover_provider is None
+        assert caps.inline_completion_provider is None
 
 
 async def test_utf8_is_chosen_when_offered():
