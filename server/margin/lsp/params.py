@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -134,6 +134,11 @@ class DiagnosticModel(_Params):
 
     def core(self) -> Diagnostic:
         return Diagnostic(self.line, self.message, self.source, self.code, self.end_line)
+
+    @staticmethod
+    def wire(diagnostic: Diagnostic) -> dict[str, Any]:
+        return DiagnosticModel(line=diagnostic.line, message=diagnostic.message, source=diagnostic.source,
+                               code=diagnostic.code, end_line=diagnostic.end_line).model_dump(by_alias=True)
 
 
 class SelectionEditData(_Params):

@@ -582,9 +582,9 @@ def register(server: MarginLanguageServer) -> None:
         """Margin's actions for a non-empty selection. Nothing is asked of the model here."""
         uri = params.text_document.uri
         diagnostics = params.context.diagnostics
-        offered = ls.selection_edits.offer(uri, to_range(params.range), [
-            Diagnostic(d.range.start.line, d.message, d.source, None if d.code is None else str(d.code),
-                       d.range.end.line) for d in diagnostics])
+        problems = [Diagnostic(d.range.start.line, d.message, d.source, None if d.code is None else str(d.code),
+                               d.range.end.line) for d in diagnostics]
+        offered = ls.selection_edits.offer(uri, to_range(params.range), problems)
         file = ls.app.files.get(uri)
         if not offered or file is None:
             return []
@@ -600,9 +600,7 @@ def register(server: MarginLanguageServer) -> None:
             data = {"uri": uri, "range": unstructure(span), "kind": offer.kind,
                     "fingerprint": file.fingerprint, "instruction": offer.instruction}
             if offer.kind == "fix":
-                data["diagnostics"] = [
-                    {"line": d.range.start.line, "endLine": d.range.end.line, "message": d.message,
-                     "source": d.source, "code": None if d.code is None else str(d.code)} for d in diagnostics]
+                data["diagnostics"] = [wire.DiagnosticModel.wire(problem) for problem in problems]
             action = types.CodeAction(offer.title, kind=kind, data=data, is_preferred=offer.kind == "comment",
                                       diagnostics=list(diagnostics) if offer.kind == "fix" else None)
             if not lazy:

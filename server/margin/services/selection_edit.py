@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
 from margin.core.budget import SystemPromptTooLarge
@@ -35,6 +35,7 @@ from margin.core.selection_edit import (
 )
 from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range, VirtualFile
+from margin.services.app import MarginApp
 from margin.services.chat import ChatService, fit_prompt
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class SelectionEditService:
     """for the workspace's file ids"""
 
     @property
-    def app(self):  # type: ignore[no-untyped-def]
+    def app(self) -> MarginApp:
         return self.chat.app
 
     def offer(self, uri: str, selection: Range, diagnostics: Sequence[Diagnostic]) -> list[OfferedAction]:
@@ -185,12 +186,12 @@ class SelectionEditService:
                                      "larger window for the edit profile.")
 
         started = time.perf_counter()
-        request_json = ChatRequest(
+        chat_request = ChatRequest(
             assembly.messages, profile.max_output_tokens, profile.temperature, profile.model,
             response_format={"type": "json_schema",
                              "json_schema": {"name": "margin_selection_edit", "schema": selection_reply_schema()}})
         try:
-            reply = await app.backends.provider(PROFILE, profile).complete(request_json)
+            reply = await app.backends.provider(PROFILE, profile).complete(chat_request)
         except ContextTooLarge as error:
             raise SelectionEditError(str(error)) from None
         except ProviderError as error:
@@ -220,7 +221,7 @@ class SelectionEditService:
         return SelectionEditOutcome(base, current, plan, budget)
 
     @staticmethod
-    async def _count_function(counter: TokenCounter, edit: EditInput):  # type: ignore[no-untyped-def]
+    async def _count_function(counter: TokenCounter, edit: EditInput) -> Callable[[str], int]:
         """A synchronous count for the assembler. An in-process tokenizer counts anything
         exactly; a server's tokenizer counts the fixed texts and each line of the code around
         the selection once, and a joined run of lines is estimated as the sum of its lines
