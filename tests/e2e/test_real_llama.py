@@ -129,6 +129,7 @@ async def test_llama_cpp_text_counts_are_cached(llama_counter):
     assert llama_counter.cache.misses == misses  # nothing re-tokenized
 
 
+@pytest.mark.timeout(900)  # ~3.5 minutes of CPU generation on a quiet machine; far more under load
 async def test_thirty_turns_past_the_window_without_a_single_overflow(llama_server, tmp_path):
     """Files plus a growing history far larger than 4096 tokens: every turn fits, and the
     prompt Margin counted is the prompt the server counted."""
