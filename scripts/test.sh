@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need (Margin with its test tools, the local model server) and
-# runs the whole suite: unit tests, LSP end-to-end tests, the real llama.cpp tests and the real
-# Neovim tests. Extra arguments go to pytest. Exits non-zero on any failure, skip, or when no
+# Sets up everything the tests need (Margin with its test tools, the local model server, the
+# VS Code extension and a real VS Code with headless Chromium) and runs the whole suite: unit
+# tests, LSP end-to-end tests, the real llama.cpp, Neovim and VS Code tests. Extra arguments go to pytest. Exits non-zero on any failure, skip, or when no
 # test ran (pytest's exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/install-model-server.sh >/dev/null
+bash scripts/install-vscode-tools.sh >/dev/null
+bash scripts/build-vscode-extension.sh >/dev/null
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,121 @@
+// The extension in a real VS Code (code-server) driven by headless Chromium: edit a selection
+// through the diff view and save, then chat in the panel and watch the reply stream in with
+// the budget bar. Run by tests/e2e/test_vscode.py, which starts the fake model backend, checks
+// the file on disk and keeps the screenshots.
+//
+// Environment: MARGIN_VSCODE_TOOLS (the tools folder), MARGIN_E2E_VSIX, MARGIN_E2E_WORKSPACE
+// (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_SERVER (margin-lsp),
+// plus the MARGIN_* server settings, which reach margin-lsp through code-server's environment.
+
+import { mkdtempSync, writeFileSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  installVsix, launchBrowser, openFile, openWorkbench, runCommand, screenshot, startCodeServer,
+} from "./harness.mjs";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const workspace = env("MARGIN_E2E_WORKSPACE");
+const out = env("MARGIN_E2E_OUT");
+const results = { steps: [] };
+const step = (name) => { results.steps.push(name); console.log(`step: ${name}`); };
+
+const deadline = setTimeout(() => {
+  console.error("timed out");
+  process.exit(3);
+}, 240_000);
+
+let server;
+let browser;
+let page;
+try {
+  const home = mkdtempSync(join(tmpdir(), "margin-vscode-"));
+  const extensionsDir = join(home, "extensions");
+  const userDataDir = join(home, "user-data");
+  await installVsix(env("MARGIN_E2E_VSIX"), extensionsDir);
+  step("installed");
+  server = await startCodeServer({
+    workspace, extensionsDir, userDataDir,
+    settings: {
+      "margin.server.command": env("MARGIN_E2E_SERVER"),
+      "margin.chat.maxOutputTokens": 256,
+      "editor.minimap.enabled": false,
+      "files.autoSave": "off",
+    },
+    env: process.env,
+  });
+  browser = await launchBrowser();
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await openWorkbench(page, server.url, workspace);
+  step("workbench");
+
+  // --- Edit Selection… --------------------------------------------------------------------
+  await openFile(page, "calc.py");
+  const editor = page.locator(".editor-instance .monaco-editor").first();
+  await editor.click();
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("Shift+ArrowDown");
+  await page.keyboard.press("Shift+ArrowDown");
+  step("selected");
+  // The server must be running before the command can ask it anything.
+  await page.locator(".statusbar-item").filter({ hasText: /gemma|server's model/ }).first()
+    .waitFor({ timeout: 60_000 });
+  await runCommand(page, "Margin: Edit Selection…");
+  const box = page.locator(".quick-input-widget input");
+  await box.waitFor({ state: "visible" });
+  await box.fill("Rename add to plus");
+  await box.press("Enter");
+  await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 60_000 });
+  const apply = page.locator(".notifications-toasts .monaco-button", { hasText: "Apply" });
+  await apply.waitFor({ timeout: 30_000 });
+  await page.waitForTimeout(500);  // let the diff render its decorations
+  await screenshot(page, join(out, "vscode-diff.png"));
+  step("diff");
+  await apply.click();
+  await page.locator(".notifications-toasts", { hasText: "Margin applied the change." }).waitFor({ timeout: 30_000 });
+  step("applied");
+  await openFile(page, "calc.py");
+  await page.locator(".editor-instance .monaco-editor").first().click();
+  await page.keyboard.press("Control+S");
+  for (let i = 0; i < 50 && !readFileSync(join(workspace, "calc.py"), "utf8").includes("def plus"); i++) {
+    await page.waitForTimeout(200);
+  }
+  results.saved = readFileSync(join(workspace, "calc.py"), "utf8");
+  step("saved");
+
+  // --- Chat ---------------------------------------------------------------------------------
+  await runCommand(page, "Margin: Open Chat");
+  const chat = page.frameLocator("iframe.webview.ready").last().frameLocator("#active-frame");
+  const input = chat.locator("#input");
+  await input.waitFor({ timeout: 30_000 });
+  await input.fill("What does plus do?");
+  await input.press("Enter");
+  const reply = chat.locator(".message.assistant").last();
+  // Streamed: the first words show while the reply is still arriving.
+  await chat.locator(".message.assistant.streaming").waitFor({ timeout: 30_000 });
+  results.partial = await reply.innerText();
+  await chat.locator("#budget:not([hidden]) .label").waitFor({ timeout: 30_000 });
+  results.reply = await reply.innerText();
+  results.replyHtml = await reply.innerHTML();
+  results.budgetLabel = await chat.locator("#budget .label").innerText();
+  results.segments = await chat.locator("#budget .segment").count();
+  results.status = await page.locator(".statusbar-item").filter({ hasText: /%/ }).first().innerText();
+  await runCommand(page, "Notifications: Clear All Notifications");  // nothing over the panel
+  await screenshot(page, join(out, "vscode-chat.png"));
+  step("chat");
+  results.ok = true;
+} catch (error) {
+  results.error = String(error && error.stack ? error.stack : error);
+  console.error(results.error);
+  if (page) await screenshot(page, join(out, "vscode-failure.png")).catch(() => {});
+} finally {
+  writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2));
+  try { await browser?.close(); } catch { /* already gone */ }
+  try { await server?.stop(); } catch { /* already gone */ }
+  clearTimeout(deadline);
+}
+process.exit(results.ok ? 0 : 1);

@@ -1,0 +1,146 @@
+// Margin for VS Code: starts the Margin language server, and adds the chat panel, "Edit
+// Selection…" with a diff preview, and a status bar item. Code actions (the lightbulb on a
+// selection) and inline completions come through the language client as the server offers them.
+
+import * as vscode from "vscode";
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  LanguageClientOptions,
+  RevealOutputChannelOn,
+  ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+import { ChatPanel } from "./chatPanel";
+import { ProposalView, editSelection } from "./editSelection";
+import { serverLaunch, serverSettings } from "./pure/settings";
+import { StatusBar } from "./statusBar";
+
+export interface Margin {
+  client: LanguageClient;
+  status: StatusBar;
+  output: vscode.LogOutputChannel;
+  /** the last text editor the user worked in (the chat panel takes focus from it) */
+  lastEditor(): vscode.TextEditor | undefined;
+}
+
+function config(): (key: string) => unknown {
+  const section = vscode.workspace.getConfiguration("margin");
+  return (key) => section.get(key);
+}
+
+function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOutputChannel): LanguageClient {
+  const launch = serverLaunch(config());
+  const server: ServerOptions = { command: launch.command, args: launch.args, transport: TransportKind.stdio };
+  let restarts = 0;
+  const options: LanguageClientOptions = {
+    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+    outputChannel: output,
+    traceOutputChannel: traceOutput,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    initializationOptions: serverSettings(config()),
+    middleware: {
+      workspace: {
+        // The server pulls section "margin": answer with the server's part only.
+        configuration: (params, token, next) =>
+          params.items.map((item) => (item.section === "margin" ? serverSettings(config()) : null)),
+      },
+    },
+    errorHandler: {
+      error: () => ({ action: ErrorAction.Continue }),
+      closed: () => {
+        restarts += 1;
+        const restart = restarts <= 3;
+        void vscode.window.showErrorMessage(
+          restart ? "The Margin server stopped unexpectedly; restarting it." :
+            "The Margin server stopped unexpectedly several times and will not be restarted.",
+          "Show Output").then((choice) => choice && output.show());
+        return { action: restart ? CloseAction.Restart : CloseAction.DoNotRestart, handled: true };
+      },
+    },
+    initializationFailedHandler: (error) => {
+      void vscode.window.showErrorMessage(`Margin could not initialize: ${error}`, "Show Output")
+        .then((choice) => choice && output.show());
+      return false;
+    },
+  };
+  return new LanguageClient("margin", "Margin", server, options);
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel("Margin", { log: true });
+  const traceOutput = vscode.window.createOutputChannel("Margin (trace)", { log: true });
+  const status = new StatusBar();
+  let editor = vscode.window.activeTextEditor;
+  const margin: Margin = {
+    client: createClient(output, traceOutput),
+    status,
+    output,
+    lastEditor: () => editor,
+  };
+  const proposals = new ProposalView();
+  context.subscriptions.push(output, traceOutput, status, proposals,
+    vscode.window.onDidChangeActiveTextEditor((e) => { if (e && e.document.uri.scheme !== "margin-proposal") editor = e; }));
+
+  const start = async (): Promise<void> => {
+    try {
+      await margin.client.start();
+      await status.refresh(margin.client);
+    } catch (error) {
+      const launch = serverLaunch(config());
+      status.update({ running: false });
+      const choice = await vscode.window.showErrorMessage(
+        `Margin could not start its server (${[launch.command, ...launch.args].join(" ")}): ${error}. ` +
+        "Install Margin, or set margin.server.command or margin.server.pythonPath.",
+        "Open Settings", "Show Output");
+      if (choice === "Open Settings") void vscode.commands.executeCommand("workbench.action.openSettings", "margin.server");
+      if (choice === "Show Output") output.show();
+    }
+  };
+  margin.client.onDidChangeState((event) => status.update({ running: event.newState === State.Running }));
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand("margin.openChat", () => ChatPanel.show(context, margin)),
+    vscode.commands.registerCommand("margin.newThread", () => ChatPanel.show(context, margin).newThread()),
+    vscode.commands.registerCommand("margin.askEdit", () => editSelection(margin, proposals)),
+    vscode.commands.registerCommand("margin.applyProposal", () => proposals.decide("apply")),
+    vscode.commands.registerCommand("margin.discardProposal", () => proposals.decide("discard")),
+    vscode.commands.registerCommand("margin.cancel", () => status.cancel()),
+    vscode.commands.registerCommand("margin.showOutput", () => output.show()),
+    vscode.commands.registerCommand("margin.restartServer", async () => {
+      if (margin.client.isRunning()) {
+        await margin.client.restart();
+        await status.refresh(margin.client);
+      } else {
+        await start();
+      }
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (!event.affectsConfiguration("margin")) return;
+      if (event.affectsConfiguration("margin.server")) {
+        const choice = await vscode.window.showInformationMessage(
+          "Margin's server settings changed. Restart the server to use them?", "Restart");
+        if (choice === "Restart") {
+          await margin.client.dispose();
+          margin.client = createClient(output, traceOutput);
+          margin.client.onDidChangeState((e) => status.update({ running: e.newState === State.Running }));
+          await start();
+        }
+        return;
+      }
+      if (margin.client.isRunning()) {
+        await margin.client.sendNotification("workspace/didChangeConfiguration",
+          { settings: { margin: serverSettings(config()) } });
+        await status.refresh(margin.client);
+      }
+    }),
+    { dispose: () => void margin.client.stop() },
+  );
+  await start();
+}
+
+export function deactivate(): Thenable<void> | undefined {
+  return undefined;
+}

@@ -1,0 +1,53 @@
+// What the extension sends the server as its `margin` settings: the profile, `defaults` and
+// server-wide settings the user has set, and nothing else (the extension's own settings, such
+// as margin.server.* and margin.trace.*, are not the server's business and it would reject them).
+
+export const PROFILES = ["completion", "edit", "chat", "chatOps"] as const;
+export const BLOCKS = ["defaults", ...PROFILES] as const;
+export const PROFILE_FIELDS = [
+  "enabled", "baseUrl", "model", "apiKeyEnv", "contextWindow", "maxOutputTokens", "temperature",
+  "timeoutS", "tokenizer", "template",
+] as const;
+export const GLOBAL_FIELDS = [
+  "database", "threadTtlDays", "promptsDir", "confirmEdits", "applyEditTimeoutS", "codeActions",
+] as const;
+
+/** Reads a setting under `margin.` (e.g. "chat.model"); undefined or null when unset. */
+export type Lookup = (key: string) => unknown;
+
+function isSet(value: unknown): boolean {
+  return value !== undefined && value !== null && !(typeof value === "string" && value.trim() === "");
+}
+
+export function serverSettings(get: Lookup): Record<string, unknown> {
+  const settings: Record<string, unknown> = {};
+  for (const block of BLOCKS) {
+    const values: Record<string, unknown> = {};
+    for (const field of PROFILE_FIELDS) {
+      const value = get(`${block}.${field}`);
+      if (isSet(value)) values[field] = value;
+    }
+    if (Object.keys(values).length > 0) settings[block] = values;
+  }
+  for (const field of GLOBAL_FIELDS) {
+    const value = get(field);
+    if (isSet(value)) settings[field] = value;
+  }
+  return settings;
+}
+
+export interface ServerLaunch {
+  command: string;
+  args: string[];
+}
+
+/** How to start the server: a Python interpreter running the module, or the executable. */
+export function serverLaunch(get: Lookup): ServerLaunch {
+  const extra = Array.isArray(get("server.args")) ? (get("server.args") as unknown[]).map(String) : [];
+  const python = get("server.pythonPath");
+  if (typeof python === "string" && python.trim()) {
+    return { command: python.trim(), args: ["-m", "margin.lsp.main", ...extra] };
+  }
+  const command = get("server.command");
+  return { command: typeof command === "string" && command.trim() ? command.trim() : "margin-lsp", args: extra };
+}

@@ -1,0 +1,57 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, serverLaunch, serverSettings } from "../src/pure/settings";
+
+const contributed: Record<string, { default?: unknown }> = JSON.parse(
+  readFileSync(join(__dirname, "..", "..", "package.json"), "utf8")).contributes.configuration.properties;
+
+function lookup(values: Record<string, unknown>) {
+  return (key: string) => values[key];
+}
+
+test("only what the user set reaches the server, in the server's shape", () => {
+  const settings = serverSettings(lookup({
+    "defaults.baseUrl": "http://127.0.0.1:8080/v1",
+    "chat.model": "gpt-5", "chat.apiKeyEnv": "OPENAI_API_KEY", "chat.contextWindow": "auto",
+    "chatOps.maxOutputTokens": 4096, "edit.enabled": false,
+    "completion.model": null, "completion.baseUrl": "  ",
+    "confirmEdits": true, "codeActions": [{ title: "Port", instruction: "Port it." }],
+    "server.command": "/opt/margin-lsp", "trace.server": "verbose",
+  }));
+  assert.deepEqual(settings, {
+    defaults: { baseUrl: "http://127.0.0.1:8080/v1" },
+    chat: { model: "gpt-5", apiKeyEnv: "OPENAI_API_KEY", contextWindow: "auto" },
+    chatOps: { maxOutputTokens: 4096 },
+    edit: { enabled: false },
+    confirmEdits: true,
+    codeActions: [{ title: "Port", instruction: "Port it." }],
+  });
+});
+
+test("every contributed server setting is forwarded, and its default leaves it unset", () => {
+  const forwarded = new Set([
+    ...BLOCKS.flatMap((b) => PROFILE_FIELDS.map((f) => `${b}.${f}`)), ...GLOBAL_FIELDS]);
+  const serverKeys = Object.keys(contributed).map((k) => k.replace(/^margin\./, ""))
+    .filter((k) => !k.startsWith("server.") && !k.startsWith("trace."));
+  for (const key of serverKeys) {
+    assert.ok(forwarded.has(key), `margin.${key} is contributed but never sent to the server`);
+    const value = contributed[`margin.${key}`].default;
+    assert.deepEqual(serverSettings(lookup({ [key]: value })), {},
+      `the default of margin.${key} must not override the server's own`);
+  }
+  for (const block of ["completion", "edit", "chat", "chatOps"]) {
+    for (const field of ["baseUrl", "model", "apiKeyEnv", "contextWindow", "maxOutputTokens"]) {
+      assert.ok(`margin.${block}.${field}` in contributed, `margin.${block}.${field} is not contributed`);
+    }
+  }
+});
+
+test("the server runs from the Python interpreter when one is set, else from the command", () => {
+  assert.deepEqual(serverLaunch(lookup({})), { command: "margin-lsp", args: [] });
+  assert.deepEqual(serverLaunch(lookup({ "server.command": "/opt/bin/margin-lsp", "server.args": ["--log-level", "DEBUG"] })),
+    { command: "/opt/bin/margin-lsp", args: ["--log-level", "DEBUG"] });
+  assert.deepEqual(serverLaunch(lookup({ "server.command": "x", "server.pythonPath": " /venv/bin/python " })),
+    { command: "/venv/bin/python", args: ["-m", "margin.lsp.main"] });
+});

@@ -1,0 +1,95 @@
+"""The VS Code extension: its unit tests (node's test runner), and the built `.vsix` in a real
+VS Code (code-server) driven by headless Chromium against the fake backend. Screenshots of the
+diff view and the chat panel are kept in build/screenshots/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env
+from tests.fakes.fake_openai import reply, stream
+
+pytestmark = pytest.mark.vscode
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENT = REPO / "client-vscode"
+VSIX = CLIENT / "dist" / "margin.vsix"
+SCREENSHOTS = REPO / "build" / "screenshots"
+BIN = Path(sys.executable).parent
+CALC = "def add(a, b):\n    return a + b\n\n\nprint(add(2, 3))\n"
+
+
+def tools() -> Path:
+    """The folder scripts/install-vscode-tools.sh installed (scripts/test.sh runs it first)."""
+    check = subprocess.run(["bash", str(REPO / "scripts" / "install-vscode-tools.sh"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, f"the VS Code test tools are not installed: {check.stderr}"
+    return Path(check.stdout.strip().splitlines()[-1])
+
+
+def node() -> str:
+    return str(tools() / "bin" / "node")
+
+
+def test_extension_unit_tests_pass():
+    files = sorted(str(p.relative_to(CLIENT)) for p in (CLIENT / "out" / "test").glob("*.test.js"))
+    assert len(files) >= 4, "compile the unit tests first: bash scripts/build-vscode-extension.sh"
+    run = subprocess.run([node(), "--test", "--test-reporter=tap", *files], cwd=CLIENT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "# fail 0" in run.stdout and "# pass 0" not in run.stdout
+
+
+def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
+    assert VSIX.exists(), "build the extension first: bash scripts/build-vscode-extension.sh"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text(CALC)
+    out = tmp_path / "out"
+    out.mkdir()
+    fake.script(
+        reply(json.dumps({"assistant_message": "Renamed add to plus.", "ops": [
+            {"op": "replace", "target_file": "calc.py", "target": "match", "match": "def add(a, b):",
+             "content": "def plus(a, b):"},
+            {"op": "replace", "target_file": "calc.py", "target": "match", "match": "print(add(2, 3))",
+             "content": "print(plus(2, 3))"}]})),
+        stream(["`plus` adds ", "its two arguments:\n\n", "```python\nplus(2, 3)  # 5\n```\n"], chunk_delay_s=0.6),
+    )
+    env = clean_env(
+        PATH=f"{tools() / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+        MARGIN_VSCODE_TOOLS=str(tools()), MARGIN_E2E_VSIX=str(VSIX), MARGIN_E2E_WORKSPACE=str(workspace),
+        MARGIN_E2E_OUT=str(out), MARGIN_E2E_SERVER=str(BIN / "margin-lsp"),
+        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+        MARGIN_DATABASE=str(tmp_path / "threads.db"), MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
+        HOME=str(tmp_path / "home"),
+    )
+    run = subprocess.run([node(), str(CLIENT / "e2e" / "edit_and_chat.mjs")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for shot in out.glob("*.png"):
+        shutil.copy(shot, SCREENSHOTS / shot.name)
+    assert run.returncode == 0 and results.get("ok"), (results.get("steps"), results.get("error"),
+                                                      run.stdout[-2000:], run.stderr[-2000:])
+    # The diff was accepted and the file saved: exactly the proposal, on disk.
+    assert (workspace / "calc.py").read_text() == CALC.replace("add", "plus")
+    assert results["saved"] == CALC.replace("add", "plus")
+    # The reply streamed in (a part showed before the whole) and rendered as Markdown.
+    assert results["partial"] != results["reply"] and results["reply"].startswith(results["partial"][:8])
+    assert "plus adds its two arguments" in results["reply"]
+    assert "<code" in results["replyHtml"] and "<pre" in results["replyHtml"]
+    assert "tokens" in results["budgetLabel"] and "(exact)" in results["budgetLabel"]
+    assert results["segments"] >= 3
+    assert "%" in results["status"]
+    assert (SCREENSHOTS / "vscode-diff.png").stat().st_size > 10_000
+    assert (SCREENSHOTS / "vscode-chat.png").stat().st_size > 10_000
+    sent = fake.requests
+    assert sent[0]["response_format"]["json_schema"]["name"] == "margin_edit_ops"
+    assert sent[1]["stream"] is True and sent[1]["messages"][-1]["content"].endswith("What does plus do?")
