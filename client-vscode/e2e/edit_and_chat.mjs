@@ -7,7 +7,7 @@
 // (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_SERVER (margin-lsp),
 // plus the MARGIN_* server settings, which reach margin-lsp through code-server's environment.
 
-import { mkdtempSync, writeFileSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -87,6 +87,16 @@ try {
   results.saved = readFileSync(join(workspace, "calc.py"), "utf8");
   step("saved");
 
+  // --- Code actions: Margin's are in the lightbulb menu on a selection ----------------------
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("Shift+ArrowDown");
+  await page.keyboard.press("Control+.");
+  const menu = page.locator(".action-widget").filter({ hasText: "Margin: Simplify" }).first();
+  await menu.waitFor({ timeout: 30_000 });
+  results.codeActions = (await menu.innerText()).split("\n").filter((line) => line.startsWith("Margin"));
+  await page.keyboard.press("Escape");
+  step("code actions");
+
   // --- Chat ---------------------------------------------------------------------------------
   await runCommand(page, "Margin: Open Chat");
   const chat = page.frameLocator("iframe.webview.ready").last().frameLocator("#active-frame");
@@ -96,7 +106,7 @@ try {
   await input.press("Enter");
   const reply = chat.locator(".message.assistant").last();
   // Streamed: the first words show while the reply is still arriving.
-  await chat.locator(".message.assistant.streaming").waitFor({ timeout: 30_000 });
+  await chat.locator(".message.assistant.streaming", { hasText: "adds" }).waitFor({ timeout: 30_000 });
   results.partial = await reply.innerText();
   await chat.locator("#budget:not([hidden]) .label").waitFor({ timeout: 30_000 });
   results.reply = await reply.innerText();
@@ -107,6 +117,31 @@ try {
   await runCommand(page, "Notifications: Clear All Notifications");  // nothing over the panel
   await screenshot(page, join(out, "vscode-chat.png"));
   step("chat");
+
+  // --- A setting changed while running reaches the server; Cancel stops a reply -------------
+  const settingsPath = join(userDataDir, "User", "settings.json");
+  const settings = JSON.parse(readFileSync(settingsPath, "utf8"));
+  // The server's log (metadata only) says when settings arrive: wait for the next arrival.
+  const applied = () => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(/settings applied from workspace/g) ?? []).length;
+  const before = applied();
+  // As a person does it: edit the user settings JSON in the editor and save.
+  await runCommand(page, "Preferences: Open User Settings (JSON)");
+  const settingsEditor = page.locator(".monaco-editor", { hasText: "margin.server.command" }).last();
+  await settingsEditor.waitFor();
+  await settingsEditor.locator(".view-lines").click();
+  await page.keyboard.press("Control+A");
+  await page.keyboard.insertText(JSON.stringify({ ...settings, "margin.chat.maxOutputTokens": 300 }, null, 2));
+  await page.keyboard.press("Control+S");
+  for (let i = 0; i < 100 && applied() === before; i++) await page.waitForTimeout(200);
+  await page.keyboard.press("Control+W");
+  results.settingsArrived = applied() > before;
+  await input.fill("And minus?");
+  await input.press("Enter");
+  await chat.locator(".message.assistant.streaming").waitFor({ timeout: 30_000 });
+  await chat.locator("#cancel:not([disabled])").click();
+  await chat.locator(".note.error", { hasText: "Cancelled" }).waitFor({ timeout: 30_000 });
+  results.cancelNote = await chat.locator(".note.error").last().innerText();
+  step("cancelled");
   results.ok = true;
 } catch (error) {
   results.error = String(error && error.stack ? error.stack : error);

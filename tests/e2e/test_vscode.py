@@ -61,6 +61,7 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
             {"op": "replace", "target_file": "calc.py", "target": "match", "match": "print(add(2, 3))",
              "content": "print(plus(2, 3))"}]})),
         stream(["`plus` adds ", "its two arguments:\n\n", "```python\nplus(2, 3)  # 5\n```\n"], chunk_delay_s=0.6),
+        stream(["There is ", "no minus ", "yet", "."], chunk_delay_s=3),
     )
     env = clean_env(
         PATH=f"{tools() / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -82,14 +83,21 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     assert (workspace / "calc.py").read_text() == CALC.replace("add", "plus")
     assert results["saved"] == CALC.replace("add", "plus")
     # The reply streamed in (a part showed before the whole) and rendered as Markdown.
-    assert results["partial"] != results["reply"] and results["reply"].startswith(results["partial"][:8])
+    assert results["partial"].startswith("plus adds") and len(results["partial"]) < len(results["reply"])
     assert "plus adds its two arguments" in results["reply"]
     assert "<code" in results["replyHtml"] and "<pre" in results["replyHtml"]
     assert "tokens" in results["budgetLabel"] and "(exact)" in results["budgetLabel"]
     assert results["segments"] >= 3
     assert "%" in results["status"]
+    assert results["codeActions"][:3] == ["Margin: Add docstring", "Margin: Explain with comments", "Margin: Simplify"]
+    assert results["settingsArrived"] and results["cancelNote"] == "Cancelled; the thread is unchanged."
     assert (SCREENSHOTS / "vscode-diff.png").stat().st_size > 10_000
     assert (SCREENSHOTS / "vscode-chat.png").stat().st_size > 10_000
     sent = fake.requests
     assert sent[0]["response_format"]["json_schema"]["name"] == "margin_edit_ops"
-    assert sent[1]["stream"] is True and sent[1]["messages"][-1]["content"].endswith("What does plus do?")
+    # The chat carries the editor's selection (left from the code-action step) with the message.
+    assert sent[1]["stream"] is True
+    assert "What does plus do?\n\nSelected in calc.py, lines 1-2:" in sent[1]["messages"][-1]["content"]
+    # margin.chat.maxOutputTokens from the user's settings, then changed while running.
+    assert sent[1]["max_tokens"] == 256 and sent[2]["max_tokens"] == 300
+    assert "And minus?" in sent[2]["messages"][-1]["content"]
