@@ -7,12 +7,28 @@
 // (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_SERVER (margin-lsp),
 // plus the MARGIN_* server settings, which reach margin-lsp through code-server's environment.
 
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   installVsix, launchBrowser, openFile, openWorkbench, runCommand, screenshot, startCodeServer,
 } from "./harness.mjs";
+
+/** The margin-lsp processes code-server started (it leads process group `group`); with a
+ * signal, sends it to them. */
+function killServer(group, signal = "SIGKILL") {
+  const found = [];
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      if (pgid === group && cmdline.includes("margin-lsp")) found.push(Number(pid));
+    } catch { /* gone */ }
+  }
+  if (signal) for (const pid of found) process.kill(pid, signal);
+  return found;
+}
 
 const env = (name) => {
   const value = process.env[name];
@@ -125,15 +141,34 @@ try {
   const applied = () => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(/settings applied from workspace/g) ?? []).length;
   const before = applied();
   // As a person does it: edit the user settings JSON in the editor and save.
-  await runCommand(page, "Preferences: Open User Settings (JSON)");
-  const settingsEditor = page.locator(".monaco-editor", { hasText: "margin.server.command" }).last();
-  await settingsEditor.waitFor();
-  await settingsEditor.locator(".view-lines").click();
-  await page.keyboard.press("Control+A");
-  await page.keyboard.insertText(JSON.stringify({ ...settings, "margin.chat.maxOutputTokens": 300 }, null, 2));
-  await page.keyboard.press("Control+S");
+  const editSettings = async (wanted) => {
+    await runCommand(page, "Preferences: Open User Settings (JSON)");
+    const editor = page.locator(".monaco-editor", { hasText: "margin.server.command" }).last();
+    await editor.waitFor();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await editor.locator(".view-lines").click();
+      await page.waitForTimeout(300);
+      await page.keyboard.press("Control+A");
+      await page.keyboard.press("Delete");  // typed over a selection, "{" would surround it
+      await page.keyboard.insertText(JSON.stringify(wanted, null, 2));
+      await page.keyboard.press("Control+S");
+      for (let i = 0; i < 25; i++) {
+        await page.waitForTimeout(200);
+        try {
+          if (JSON.stringify(JSON.parse(readFileSync(settingsPath, "utf8"))) === JSON.stringify(wanted)) {
+            // Saved. Closing may still ask to save (the editor can lag the disk): it is saved.
+            await page.keyboard.press("Control+W");
+            const ask = page.locator(".monaco-dialog-box .monaco-button", { hasText: /^Save$/ });
+            await ask.click({ timeout: 1500 }).catch(() => {});
+            return;
+          }
+        } catch { /* not saved yet, or saved half-typed */ }
+      }
+    }
+    throw new Error("could not save the user settings");
+  };
+  await editSettings({ ...settings, "margin.chat.maxOutputTokens": 300 });
   for (let i = 0; i < 100 && applied() === before; i++) await page.waitForTimeout(200);
-  await page.keyboard.press("Control+W");
   results.settingsArrived = applied() > before;
   await input.fill("And minus?");
   await input.press("Enter");
@@ -142,6 +177,27 @@ try {
   await chat.locator(".note.error", { hasText: "Cancelled" }).waitFor({ timeout: 30_000 });
   results.cancelNote = await chat.locator(".note.error").last().innerText();
   step("cancelled");
+
+  // --- The server dies: the user is told, and it comes back --------------------------------
+  const toasts = page.locator(".notifications-toasts");
+  await runCommand(page, "Notifications: Clear All Notifications");
+  const killed = killServer(server.pid);
+  results.killed = killed.length;
+  await toasts.filter({ hasText: "The Margin server stopped unexpectedly; restarting it." }).waitFor({ timeout: 30_000 });
+  for (let i = 0; i < 100 && killServer(server.pid, 0).length === 0; i++) await page.waitForTimeout(200);
+  results.restarted = killServer(server.pid, 0).length === 1;
+  step("crash shown");
+
+  // --- A server that cannot start says so ----------------------------------------------------
+  await runCommand(page, "Notifications: Clear All Notifications");
+  await editSettings({ ...settings, "margin.chat.maxOutputTokens": 300, "margin.server.command": "/nonexistent/margin-lsp" });
+  await toasts.locator(".monaco-button", { hasText: "Restart" }).click({ timeout: 30_000 });
+  const failed = toasts.filter({ hasText: "Margin could not start its server (/nonexistent/margin-lsp)" });
+  await failed.waitFor({ timeout: 30_000 });
+  results.startFailure = await failed.innerText();
+  results.failedStatus = await page.locator(".statusbar-item.has-background-color, .statusbar-item")
+    .filter({ has: page.locator(".codicon-error") }).count();
+  step("start failure shown");
   results.ok = true;
 } catch (error) {
   results.error = String(error && error.stack ? error.stack : error);

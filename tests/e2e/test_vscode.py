@@ -91,6 +91,10 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     assert "%" in results["status"]
     assert results["codeActions"][:3] == ["Margin: Add docstring", "Margin: Explain with comments", "Margin: Simplify"]
     assert results["settingsArrived"] and results["cancelNote"] == "Cancelled; the thread is unchanged."
+    # A server that dies is reported and restarted; one that cannot start says so and how to fix it.
+    assert results["killed"] == 1 and results["restarted"]
+    assert "Install Margin, or set margin.server.command or margin.server.pythonPath." in results["startFailure"]
+    assert results["failedStatus"] >= 1
     assert (SCREENSHOTS / "vscode-diff.png").stat().st_size > 10_000
     assert (SCREENSHOTS / "vscode-chat.png").stat().st_size > 10_000
     sent = fake.requests
