@@ -129,6 +129,7 @@ try {
   results.replyHtml = await reply.innerHTML();
   results.budgetLabel = await chat.locator("#budget .label").innerText();
   results.segments = await chat.locator("#budget .segment").count();
+  results.legend = await chat.locator("#budget .legend").innerText();
   results.status = await page.locator(".statusbar-item").filter({ hasText: /%/ }).first().innerText();
   await runCommand(page, "Notifications: Clear All Notifications");  // nothing over the panel
   await screenshot(page, join(out, "vscode-chat.png"));
@@ -177,6 +178,10 @@ try {
   await chat.locator(".note.error", { hasText: "Cancelled" }).waitFor({ timeout: 30_000 });
   results.cancelNote = await chat.locator(".note.error").last().innerText();
   step("cancelled");
+  await chat.locator("#new").click();
+  await chat.locator(".message").first().waitFor({ state: "detached", timeout: 30_000 });
+  results.afterNewThread = await chat.locator(".message").count();
+  step("new thread");
 
   // --- The server dies: the user is told, and it comes back --------------------------------
   const toasts = page.locator(".notifications-toasts");

@@ -141,6 +141,7 @@ export class ChatPanel {
 <section id="budget" class="budget" hidden>
   <div class="bar" role="img"></div>
   <div class="label"></div>
+  <div class="legend"></div>
 </section>
 <form id="form">
   <textarea id="input" rows="3" placeholder="Ask Margin about your code (Enter sends, Shift+Enter adds a line)"></textarea>

@@ -88,8 +88,10 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     assert "<code" in results["replyHtml"] and "<pre" in results["replyHtml"]
     assert "tokens" in results["budgetLabel"] and "(exact)" in results["budgetLabel"]
     assert results["segments"] >= 3
+    assert "system" in results["legend"] and "reserved for the reply 256" in results["legend"]
     assert "%" in results["status"]
     assert results["codeActions"][:3] == ["Margin: Add docstring", "Margin: Explain with comments", "Margin: Simplify"]
+    assert results["afterNewThread"] == 0
     assert results["settingsArrived"] and results["cancelNote"] == "Cancelled; the thread is unchanged."
     # A server that dies is reported and restarted; one that cannot start says so and how to fix it.
     assert results["killed"] == 1 and results["restarted"]

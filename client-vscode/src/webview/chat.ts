@@ -61,6 +61,15 @@ function drawBudget(view: BudgetView): void {
     return part;
   }));
   bar.setAttribute("aria-label", view.label);
+  const legend = budget.querySelector(".legend") as HTMLElement;
+  legend.replaceChildren(...view.segments.map((segment, index) => {
+    const entry = document.createElement("span");
+    entry.className = "entry";
+    const swatch = document.createElement("span");
+    swatch.className = `swatch s${index % 6}${segment.name === "reserved for the reply" ? " reserved" : ""}`;
+    entry.append(swatch, `${segment.name} ${segment.tokens.toLocaleString("en-US")}`);
+    return entry;
+  }));
   (budget.querySelector(".label") as HTMLElement).textContent = view.label;
   budget.title = view.detail.join("\n");
   budget.hidden = false;
