@@ -328,14 +328,6 @@ export async function launchBrowser({ headless = true, args = [] } = {}) {
   });
 }
 
-/** A page with a fixed viewport, ready for openWorkbench. */
-export async function newPage(browser, { width = 1280, height = 800 } = {}) {
-  const context = await browser.newContext({ viewport: { width, height } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
-  return page;
-}
-
 /**
  * Loads the workbench on `folder` and waits until it is ready: the workbench, the explorer showing
  * the folder, and the status bar.
@@ -358,9 +350,9 @@ export async function openWorkbench(page, url, folder, { timeoutMs = 60_000 } = 
 }
 
 /** The quick input widget (command palette / quick open) and its text box. */
-export const QUICK_INPUT = '.quick-input-widget';
-export const QUICK_INPUT_BOX = '.quick-input-widget .quick-input-box input';
-export const QUICK_INPUT_ROW = '.quick-input-widget .quick-input-list .monaco-list-row';
+const QUICK_INPUT = '.quick-input-widget';
+const QUICK_INPUT_BOX = '.quick-input-widget .quick-input-box input';
+const QUICK_INPUT_ROW = '.quick-input-widget .quick-input-list .monaco-list-row';
 
 async function openQuickInput(page, key) {
   const widget = page.locator(QUICK_INPUT);
@@ -471,24 +463,8 @@ export async function openFile(page, relativePath, { timeoutMs = 20_000 } = {}) 
 }
 
 /** The text editor of the active editor group. */
-export function activeEditor(page) {
+function activeEditor(page) {
   return page.locator('.editor-group-container.active .editor-container .monaco-editor').first();
-}
-
-/**
- * The text the active text editor shows. Only the lines rendered on screen (Monaco virtualises
- * the rest); Monaco renders spaces as U+00A0, turned back into spaces here.
- */
-export async function editorText(page) {
-  const lines = await activeEditor(page)
-    .locator('.view-lines .view-line')
-    .evaluateAll((nodes) =>
-      nodes
-        .map((node) => ({ top: parseFloat(node.style.top) || 0, text: node.textContent ?? '' }))
-        .sort((a, b) => a.top - b.top)
-        .map((line) => line.text),
-    );
-  return lines.join('\n').replace(/\u00a0/g, ' ');
 }
 
 /** Saves a screenshot of the whole page, making its folder first. */

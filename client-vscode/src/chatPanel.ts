@@ -7,6 +7,7 @@ import * as vscode from "vscode";
 import { ProgressType } from "vscode-languageclient/node";
 import type { Margin } from "./extension";
 import { Budget, budgetView } from "./pure/budget";
+import { describe } from "./pure/messages";
 
 interface ChatResult {
   threadId: string;
@@ -155,8 +156,4 @@ export class ChatPanel {
 </body>
 </html>`;
   }
-}
-
-export function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

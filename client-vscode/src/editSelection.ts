@@ -6,8 +6,7 @@
 import * as path from "path";
 import * as vscode from "vscode";
 import type { Margin } from "./extension";
-import { describe } from "./chatPanel";
-import { ApplyResult, applyMessage } from "./pure/messages";
+import { ApplyResult, applyMessage, describe } from "./pure/messages";
 import { LspTextEdit, applyTextEdits } from "./pure/textEdits";
 
 export const PROPOSAL_SCHEME = "margin-proposal";

@@ -38,3 +38,8 @@ export function statusText(state: StatusState): { text: string; tooltip: string 
   const last = state.usedPercent == null ? "" : `; the last request used ${state.usedPercent}% of it`;
   return { text: `$(comment-discussion) ${model}${use}`, tooltip: `Margin: ${model}${window}${last}. Click to open the chat.` };
 }
+
+/** An error's message, for a person. */
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
