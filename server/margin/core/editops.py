@@ -16,9 +16,10 @@ every problem named by the op's number.
 
 Rebase: when the file has changed since the model saw it, the ops are moved onto the current
 text only if every change since lies clear of every op's region (line-granular, and a change
-merely touching a region counts as touching it), and the lines around each op occur exactly
-once in both texts (so where it belongs is not a guess); the result is then exactly the user's
-changes and the ops, both applied. Otherwise nothing is applied.
+merely touching a region counts as touching it), and the lines each op touches occur exactly
+once in both texts, alone and with the line before and the line after them (so where it
+belongs, and whether the user's change reached it, is not a guess); the result is then exactly
+the user's changes and the ops, both applied. Otherwise nothing is applied.
 """
 
 from __future__ import annotations
@@ -148,13 +149,24 @@ def _span(op: EditOp, text: str, selection: Anchor | None, cursor: Anchor | None
             return f"the selection is empty: nothing to {op.op}"
         return (anchor.start, anchor.start) if op.op == "insert" else (anchor.start, anchor.end)
     assert op.match is not None
-    first = text.find(op.match)
-    if first < 0:
+    found = _occurrences(text, op.match)
+    if found == 0:
         return "the match text does not occur in the file"
-    if text.find(op.match, first + 1) >= 0:
-        return f"the match text occurs {text.count(op.match)} times; it must occur exactly once"
+    if found > 1:
+        return f"the match text occurs {found} times; it must occur exactly once"
+    first = text.find(op.match)
     end = first + len(op.match)
     return (end, end) if op.op == "insert" else (first, end)
+
+
+def _occurrences(text: str, part: str, most: int = 1000) -> int:
+    """How many times `part` occurs in `text`, overlapping occurrences included ("aa" occurs
+    twice in "aaa"), counting no further than `most`."""
+    found, at = 0, text.find(part)
+    while at >= 0 and found < most:
+        found += 1
+        at = text.find(part, at + 1)
+    return found
 
 
 def apply_edits(text: str, edits: Sequence[OffsetEdit]) -> str:
@@ -196,23 +208,24 @@ def rebase(edits: Sequence[OffsetEdit], base: str, current: str) -> list[OffsetE
             return None
         # The lines around the edit must be unique in both texts, or the alignment is a guess
         # (a user who duplicated the line makes two places the edit could belong).
-        context = _context_lines(base, base_starts, edit)
-        if base.count(context) != 1 or current.count(context) != 1:
-            return None
+        for context in _context_lines(base, base_starts, edit):
+            if _occurrences(base, context, 2) != 1 or _occurrences(current, context, 2) != 1:
+                return None
         shift = current_starts[c1] - start
         moved.append(OffsetEdit(edit.start + shift, edit.end + shift, edit.text, edit.op))
     return moved
 
 
-def _context_lines(text: str, starts: Sequence[int], edit: OffsetEdit) -> str:
-    """The whole lines an edit touches; for an edit that begins at a line start, the line
-    before it too."""
+def _context_lines(text: str, starts: Sequence[int], edit: OffsetEdit) -> tuple[str, str]:
+    """The whole lines an edit touches (for an edit that begins at a line start, with the
+    line before it), and those lines with the line before and the line after them."""
     first = bisect_right(starts, edit.start) - 1
-    if edit.start == starts[first] and first > 0:
-        first -= 1
     last_offset = edit.end - 1 if edit.end > edit.start else edit.start
     last = max(first, bisect_right(starts, last_offset) - 1)
-    return text[starts[first] : starts[min(last + 1, len(starts) - 1)]]
+    own_first = first - 1 if edit.start == starts[first] and first > 0 else first
+    stop = min(last + 1, len(starts) - 1)
+    return (text[starts[own_first] : starts[stop]],
+            text[starts[max(first - 1, 0)] : starts[min(last + 2, len(starts) - 1)]])
 
 
 @dataclass(frozen=True)

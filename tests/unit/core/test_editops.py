@@ -147,3 +147,25 @@ def test_plan_apply_is_all_or_nothing_and_names_stale_files():
     assert stale.stale == [B] and stale.texts == {} and not stale.applicable
     closed = plan_apply(edits, bases, {A: "a\nb\nc\n"})
     assert closed.stale == [B]
+
+
+def test_rebase_refuses_when_the_edited_lines_repeat_overlapping():
+    # Found by hypothesis: three equal lines occur once in four equal lines when counted
+    # without overlaps, so the edit looked uniquely placed; with overlaps counted it is not.
+    base = "a = 1\n" * 4
+    ops = [OffsetEdit(0, 13, "", 0)]
+    assert rebase(ops, base, "a = 1\n" * 3) is None
+
+
+def test_a_match_that_overlaps_itself_is_ambiguous():
+    with pytest.raises(OpsRejected, match="occurs 2 times"):
+        resolve([EditOp("replace", A, "match", "aa", "b")], {A: "aaa"})
+
+
+def test_rebase_refuses_when_a_repeated_line_leaves_it_unclear_what_the_user_changed():
+    # Found by hypothesis: the user deleted the first of two equal lines (which the op edits)
+    # and a later line; the texts also read as "deleted the last two lines", which would
+    # leave the op's lines untouched. The line after the op's lines settles it: refuse.
+    base = "def f():\ndef f():\na = 1\ndef f():\n"
+    ops = [OffsetEdit(0, 10, "", 0)]
+    assert rebase(ops, base, "def f():\ndef f():\n") is None

@@ -1,7 +1,8 @@
 """Applying edit-ops, as a property over whole proposals: random documents, random op sets (every
 op kind and target), random user edits made after the proposal. Whatever is drawn, applying
-yields the ops applied to the base (document unchanged), or the ops and the user's edits both
-(rebased, only when they lie clear of each other), or nothing at all."""
+yields the ops applied to the base (document unchanged), or the ops moved onto the user's text
+where each lands on the very text it was made for (rebased; exactly the user's edits and the ops
+both, whenever those lie clear of each other), or nothing at all."""
 
 from __future__ import annotations
 
@@ -48,13 +49,22 @@ def proposal(draw):
         kind = draw(st.sampled_from(["insert", "replace", "delete"])) if i < len(base_lines) else "insert"
         s = starts[i]
         e = s if kind == "insert" else starts[i + 1]
-        user.append(OffsetEdit(s, e, "" if kind == "delete" else draw(st.sampled_from(["user\n", "b = 2\n"])), 100 + i))
+        text = "" if kind == "delete" else draw(st.sampled_from(["user\n", "b = 2\n"]))
+        if base[s:e] != text:  # an edit that changes nothing is no edit (no text can show it)
+            user.append(OffsetEdit(s, e, text, 100 + i))
     return base, (start, end), ops, user
 
 
 def clear_of_each_other(ops: list[OffsetEdit], user: list[OffsetEdit]) -> bool:
     """No op and user edit overlap or meet (where they meet, which goes first is a guess)."""
     return all(a.end < b.start or b.end < a.start for a in ops for b in user)
+
+
+def lines_around(text: str, edit: OffsetEdit) -> str:
+    """The whole lines an edit touches."""
+    start = text.rfind("\n", 0, edit.start) + 1
+    end = text.find("\n", edit.end)
+    return text[start : len(text) if end < 0 else end + 1]
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,9 +103,16 @@ def test_applying_is_the_ops_on_the_base_or_exactly_rebased_or_nothing(case):
     if plan.stale:
         assert plan.texts == {} and plan.edits == {} and plan.stale == [URI]
         return
-    # Rebased: the user's edits and the ops lie clear of each other, and the text is both.
+    # Rebased: each op lands on the very text it was made for, among the same whole lines...
     assert plan.rebased
-    assert clear_of_each_other(expected[URI], user)
-    combined = sorted(user + expected[URI], key=lambda e: (e.start, e.end, e.op))
-    assert plan.texts[URI] == apply_edits(base, combined)
-    assert apply_edits(current, plan.edits[URI]) == plan.texts[URI]
+    moved = plan.edits[URI]
+    for made, landed in zip(expected[URI], moved):
+        assert (landed.text, current[landed.start:landed.end]) == (made.text, base[made.start:made.end])
+        assert lines_around(current, landed) == lines_around(base, made)
+    assert apply_edits(current, moved) == plan.texts[URI]
+    # ...and when the user's edits lie clear of the ops, the text is exactly both applied. (When
+    # they do not, the texts still read as some other edits that do: a user who deletes a line
+    # and types it again elsewhere leaves no trace of which copy is which.)
+    if clear_of_each_other(expected[URI], user):
+        combined = sorted(user + expected[URI], key=lambda e: (e.start, e.end, e.op))
+        assert plan.texts[URI] == apply_edits(base, combined)
