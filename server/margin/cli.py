@@ -38,6 +38,7 @@ def load_app(settings_path: str | None) -> tuple[MarginApp, str]:
     from margin.wiring import build_app
 
     app = build_app()
+    app.show_text = lambda text: print(text, file=sys.stderr, flush=True)
     if app.settings.startup_problems:
         raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
     explicit = settings_path or os.environ.get("MARGIN_SETTINGS")

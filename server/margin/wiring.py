@@ -6,13 +6,14 @@ import os
 from typing import Mapping
 
 from margin.adapters.llama_tokens import LlamaCppCounter
-from margin.adapters.openai_http import OpenAICompatibleProvider
+from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
 from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.services.app import MarginApp
 
 
-def make_provider(base_url: str, timeout_s: float, api_key: str | None) -> OpenAICompatibleProvider:
-    return OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key)
+def make_provider(base_url: str, timeout_s: float, api_key: str | None,
+                  on_request: RequestObserver | None = None) -> OpenAICompatibleProvider:
+    return OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key, on_request=on_request)
 
 
 def make_llama_counter(base_url: str, timeout_s: float) -> LlamaCppCounter:

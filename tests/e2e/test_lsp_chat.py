@@ -4,6 +4,7 @@ threads and history, explain, and a corrupt database."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -146,3 +147,22 @@ async def test_inactive_threads_expire(fake, tmp_path):
     async with start(fake, tmp_path, MARGIN_THREAD_TTL_DAYS="7") as client:
         threads = await request(client, "margin/threads", {})
         assert old not in {t["id"] for t in threads["threads"]}
+
+
+async def test_show_requests_puts_the_exact_request_in_the_editors_log_only(fake, tmp_path):
+    fake.script(reply("Shown."), reply("Not shown."))
+    log_file = tmp_path / "margin.log"
+    async with margin_client(env=env(fake, tmp_path, MARGIN_LOG_FILE=str(log_file)), root=Path("/ws"),
+                             init_options={"showRequests": True}) as client:
+        await request(client, "margin/chat", {"message": "the secret question"})
+        shown = [m.message for m in client.log_messages if m.message.startswith("Margin request")]
+        client.protocol.notify(types.WORKSPACE_DID_CHANGE_CONFIGURATION, types.DidChangeConfigurationParams(
+            settings={"margin": {"showRequests": False}}))
+        await request(client, "margin/chat", {"message": "another question"})
+        after = [m.message for m in client.log_messages if m.message.startswith("Margin request")]
+    (one,) = shown
+    header, body = one.split("\n", 1)
+    assert header == f"Margin request (chat profile): POST {fake.base_url}/chat/completions"
+    assert json.loads(body) == fake.requests[0]
+    assert after == shown  # turned off: the second request is not shown
+    assert "the secret question" not in log_file.read_text()  # Margin's own log stays metadata only

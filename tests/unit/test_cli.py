@@ -164,3 +164,16 @@ def test_edit_that_is_refused_writes_nothing_and_says_why(fake, tmp_path):
     result = margin("edit", "--apply", "a.py", "drop it", env=edit_env(fake, tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and "occurs 2 times" in result.stderr
     assert (tmp_path / "a.py").read_text() == "x = 1\nx = 1\n"
+
+
+def test_show_requests_prints_the_exact_request_on_stderr(fake, tmp_path):
+    from tests.fakes.fake_openai import reply
+
+    fake.script(reply("Yes."))
+    result = margin("chat", "is", "this", "shown?", env=chat_env(fake, tmp_path, MARGIN_SHOW_REQUESTS="1"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    header, rest = result.stderr.split("\n", 1)
+    assert header == f"Margin request (chat profile): POST {fake.base_url}/chat/completions"
+    body, _ = json.JSONDecoder().raw_decode(rest)  # the thread line and anything else follow it
+    assert body == fake.requests[0]
+    assert result.stdout.strip() == "Yes."

@@ -10,6 +10,7 @@ export const PROFILE_FIELDS = [
 ] as const;
 export const GLOBAL_FIELDS = [
   "database", "threadTtlDays", "promptsDir", "confirmEdits", "applyEditTimeoutS", "codeActions",
+  "showRequests",
 ] as const;
 
 /** Reads a setting under `margin.` (e.g. "chat.model"); undefined or null when unset. */

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -173,6 +173,10 @@ def transport_error(
     )
 
 
+RequestObserver = Callable[[str, dict[str, Any]], None]
+"""(url, JSON body) of each chat request, just before it is sent"""
+
+
 class OpenAICompatibleProvider:
     """`LLMProvider` for any server that speaks OpenAI's chat completions API."""
 
@@ -183,8 +187,10 @@ class OpenAICompatibleProvider:
         timeout_s: float,
         api_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_request: RequestObserver | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._on_request = on_request
         self.timeout_s = timeout_s
         headers = {"User-Agent": f"margin/{__version__}"}
         if api_key:
@@ -215,6 +221,13 @@ class OpenAICompatibleProvider:
             body["stream_options"] = {"include_usage": True}
         return body
 
+    def _sending(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Where the request goes and what it is, shown to whoever observes requests."""
+        url = f"{self.base_url}/chat/completions"
+        if self._on_request is not None:
+            self._on_request(url, payload)
+        return url, payload
+
     def _transport_error(self, error: httpx.HTTPError, *, streaming: bool) -> ProviderError:
         return transport_error(self.base_url, self.timeout_s, error, streaming=streaming)
 
@@ -229,9 +242,8 @@ class OpenAICompatibleProvider:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(
-                    f"{self.base_url}/chat/completions", json=self._payload(request, stream=False)
-                )
+                url, payload = self._sending(self._payload(request, stream=False))
+                response = await self._client.post(url, json=payload)
         except TimeoutError:
             raise self._transport_error(httpx.ReadTimeout("deadline"), streaming=False) from None
         except httpx.HTTPError as error:
@@ -249,11 +261,9 @@ class OpenAICompatibleProvider:
         return reply
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        payload = self._payload(request, stream=True)
+        url, payload = self._sending(self._payload(request, stream=True))
         try:
-            async with self._client.stream(
-                "POST", f"{self.base_url}/chat/completions", json=payload
-            ) as response:
+            async with self._client.stream("POST", url, json=payload) as response:
                 if response.status_code >= 400:
                     raise error_from_body(
                         response.status_code, await response.aread(), self.base_url

@@ -175,6 +175,9 @@ class GlobalSettings(BaseModel):
     """how long to wait for the editor to answer workspace/applyEdit"""
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text)] = DEFAULT_CODE_ACTIONS
     """the preset code actions offered on a selection (the edit profile answers them)"""
+    show_requests: bool = False
+    """show every request sent to a model, exactly, to the user (the editor's log, the
+    terminal's stderr); never written to Margin's own log"""
 
 
 PartialGlobals = create_model(  # type: ignore[call-overload]

@@ -181,6 +181,8 @@ class MarginLanguageServer(LanguageServer):
         )
         self.app = app
         app.tell_user = lambda message: self.tell_user(message, types.MessageType.Warning)
+        app.show_text = lambda text: self.window_log_message(
+            types.LogMessageParams(type=types.MessageType.Log, message=text))
         self.chat = ChatService(app, workspace_folders=self.workspace_folder_uris)
         self.editops = EditOpsService(self.chat)
         self.selection_edits = SelectionEditService(self.chat)

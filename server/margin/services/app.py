@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from margin.core.prompts import Templates
 from margin.core.settings import SettingsState
@@ -27,6 +28,8 @@ class MarginApp:
     file_contexts: Callable[[ThreadStore], FileContextRepository] = MessageFileContexts
     """where file contexts are kept, given the thread store in use"""
     tell_user: Callable[[str], None] = lambda message: None
+    show_text: Callable[[str], None] = lambda text: None
+    """where requests are shown when showRequests is on (the editor's log, stderr)"""
     _threads: Threads | None = None
     _templates: Templates | None = None
 
@@ -38,12 +41,19 @@ class MarginApp:
         make_store: Callable[[Path], ThreadStore],
         environ: Mapping[str, str],
     ) -> MarginApp:
-        return cls(
+        app = cls(
             settings=SettingsState(environ),
             backends=Backends(make_provider, environ),
             tokenizers=Tokenizers(make_llama_counter),
             make_store=make_store,
         )
+        app.backends.show_request = app._show_request
+        return app
+
+    def _show_request(self, profile: str, url: str, body: dict[str, Any]) -> None:
+        if self.settings.current.globals.show_requests:
+            self.show_text(f"Margin request ({profile} profile): POST {url}\n"
+                           f"{json.dumps(body, ensure_ascii=False, indent=2)}")
 
     @property
     def threads(self) -> Threads:

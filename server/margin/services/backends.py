@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from margin.core.llm import BackendInfo, LLMProvider
 from margin.core.models import resolve_context_window
@@ -15,8 +15,10 @@ from margin.core.settings import ProfileSettings
 
 log = logging.getLogger(__name__)
 
-ProviderFactory = Callable[[str, float, "str | None"], LLMProvider]
-"""(base_url, timeout_s, api_key) → provider"""
+RequestObserver = Callable[[str, dict[str, Any]], None]
+ProviderFactory = Callable[[str, float, "str | None", "RequestObserver | None"], LLMProvider]
+"""(base_url, timeout_s, api_key, on_request) → provider; on_request sees (url, JSON body) of
+each request just before it is sent"""
 
 PROBE_TTL_S = 30.0
 
@@ -40,6 +42,12 @@ class Backends:
         self._providers: dict[str, tuple[tuple[str, float, str | None], LLMProvider]] = {}
         self._probes: dict[tuple[str, str | None, str | None], tuple[float, asyncio.Task[BackendInfo]]] = {}
         self._retired: list[LLMProvider] = []
+        self.show_request: Callable[[str, str, dict[str, Any]], None] | None = None
+        """(profile, url, body) of every model request, for a user who asked to see them"""
+
+    def _observe(self, profile: str, url: str, body: dict[str, Any]) -> None:
+        if self.show_request is not None:
+            self.show_request(profile, url, body)
 
     def api_key(self, profile: ProfileSettings) -> ApiKeyState:
         if not profile.api_key_env:
@@ -54,7 +62,8 @@ class Backends:
             return current[1]
         if current:
             self._retired.append(current[1])
-        provider = self._make_provider(profile.base_url, profile.timeout_s, key)
+        provider = self._make_provider(profile.base_url, profile.timeout_s, key,
+                                       lambda url, body: self._observe(name, url, body))
         self._providers[name] = (wanted, provider)
         return provider
 

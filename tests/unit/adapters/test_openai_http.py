@@ -305,3 +305,18 @@ async def test_probe_reports_auth_failure_as_reachable_with_error():
         info = await p.probe()
         await p.aclose()
     assert info.reachable and "HTTP 404" in info.error
+
+
+async def test_an_observer_sees_each_request_exactly_as_sent(fake):
+    seen = []
+    p = OpenAICompatibleProvider(fake.base_url, timeout_s=2.0, api_key="sk-secret",
+                                 on_request=lambda url, body: seen.append((url, body)))
+    try:
+        fake.script(reply("one"), reply("two"))
+        await p.complete(REQUEST)
+        await collect(p)
+    finally:
+        await p.aclose()
+    assert [url for url, _ in seen] == [f"{fake.base_url}/chat/completions"] * 2
+    assert [body for _, body in seen] == fake.requests  # the very bodies the server received
+    assert "sk-secret" not in repr(seen)  # the key travels in a header, never in what is shown
