@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -15,13 +16,31 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LIBRARIES = ("pygls", "aiosqlite", "httpx", "httpcore")
 
 
+_PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
+METADATA_MESSAGES = frozenset({
+    'Exception occurred for message "%s"',
+    'Cancel notification for unknown message id "%s"',
+    'Received response to unknown message id "%s"',
+    "Ignoring notification for unknown method %r",
+    "Failed to handle request %r, unknown method %r",
+    'Cancelled request with id "%s"',
+    "Ignoring work done progress cancel for unknown token %s",
+})
+"""Library log messages whose arguments are metadata only (message ids, method names, tokens):
+these are shown whole."""
+
+
 class _RedactLibraryArguments(logging.Filter):
     """Libraries format content (document text, SQL parameters, settings) into the records
-    they log; keep the record, drop its arguments."""
+    they log; keep the record, with each argument shown as [withheld] unless the message is
+    known to carry metadata only. No placeholder is ever left unfilled."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.startswith(LIBRARIES) and record.args:
-            record.msg = f"{record.msg} [arguments withheld]"
+            if record.msg in METADATA_MESSAGES:
+                return True
+            message = str(record.msg)
+            record.msg = _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else "[withheld]", message)
             record.args = None
         return True
 

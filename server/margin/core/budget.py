@@ -87,6 +87,34 @@ REPORT_RUN = 5
 """A run of more dropped items than this is reported as one entry (first … last, count)."""
 
 
+@dataclass(frozen=True)
+class SectionReport:
+    name: str
+    tokens: int
+    kept: int
+    """how many items were kept"""
+    dropped: tuple[Dropped, ...]
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """How a prompt spent the window: the report in every chat, edit and explain result."""
+
+    context_window: int
+    reserved_output: int
+    limit: int
+    total: int
+    """the engine's sum of its sections"""
+    tokenizer: str
+    exact: bool
+    sections: tuple[SectionReport, ...]
+    counted: int = 0
+    """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
+
+    def section(self, name: str) -> SectionReport:
+        return next(s for s in self.sections if s.name == name)
+
+
 @dataclass
 class SectionResult:
     name: str
@@ -102,14 +130,13 @@ class SectionResult:
             return [Dropped(f"{self.trimmed.dropped_lines} lines", self.reason)]
         return [Dropped(item.id, self.reason) for item in self.dropped_items]
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> SectionReport:
         items = self.dropped_items
         if self.trimmed is None and len(items) > REPORT_RUN:
-            dropped = [{"item": f"{items[0].id} … {items[-1].id} ({len(items)} items)",
-                        "reason": self.reason}]
+            dropped = (Dropped(f"{items[0].id} … {items[-1].id} ({len(items)} items)", self.reason),)
         else:
-            dropped = [{"item": d.item, "reason": d.reason} for d in self.dropped]
-        return {"name": self.name, "tokens": self.tokens, "kept": len(self.kept), "dropped": dropped}
+            dropped = tuple(self.dropped)
+        return SectionReport(self.name, self.tokens, len(self.kept), dropped)
 
 
 class SystemPromptTooLarge(ValueError):
@@ -144,16 +171,10 @@ class Plan:
     def section(self, name: str) -> SectionResult:
         return next(s for s in self.sections if s.name == name)
 
-    def report(self) -> dict[str, Any]:
-        """The budget report of SPEC D."""
-        return {
-            "contextWindow": self.context_window,
-            "reservedOutput": self.reserved_output,
-            "limit": self.limit,
-            "total": self.total,
-            "tokenizer": {"name": self.tokenizer, "exact": self.exact},
-            "sections": [section.report() for section in self.sections],
-        }
+    def report(self, counted: int = 0) -> BudgetReport:
+        """The budget report (SPEC D), with `counted`: the final prompt counted whole."""
+        return BudgetReport(self.context_window, self.reserved_output, self.limit, self.total,
+                            self.tokenizer, self.exact, tuple(s.report() for s in self.sections), counted)
 
 
 def system_prompt_warning(system_tokens: int, context_window: int) -> str | None:

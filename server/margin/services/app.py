@@ -1,4 +1,5 @@
-"""The services one Margin process runs with, shared by the language server and the terminal."""
+"""The services one Margin process runs with, shared by the language server and the terminal:
+settings, backends, tokenizers, templates, open files, the workspace and thread storage."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any, Callable, Mapping
 from margin.core.prompts import Templates
 from margin.core.settings import SettingsState
 from margin.core.threads import FileContextRepository, MessageFileContexts, ThreadStore
-from margin.core.vfs import VirtualFileStore
 from margin.core.tokens.choice import choose_tokenizer
-from margin.core.tokens.counter import TokenCounter
+from margin.core.vfs import VirtualFileStore
 from margin.services.backends import Backends, ProviderFactory
-from margin.services.threads import Threads, default_database_path
+from margin.services.thread_storage import ThreadStorage, default_database_path
 from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
+from margin.services.workspace import Workspace
 
 
 @dataclass
@@ -25,12 +26,13 @@ class MarginApp:
     tokenizers: Tokenizers
     make_store: Callable[[Path], ThreadStore]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
+    workspace: Workspace = field(default_factory=Workspace)
     file_contexts: Callable[[ThreadStore], FileContextRepository] = MessageFileContexts
     """where file contexts are kept, given the thread store in use"""
     tell_user: Callable[[str], None] = lambda message: None
     show_text: Callable[[str], None] = lambda text: None
     """where requests are shown when showRequests is on (the editor's log, stderr)"""
-    _threads: Threads | None = None
+    _storage: ThreadStorage | None = None
     _templates: Templates | None = None
 
     @classmethod
@@ -56,14 +58,14 @@ class MarginApp:
                            f"{json.dumps(body, ensure_ascii=False, indent=2)}")
 
     @property
-    def threads(self) -> Threads:
+    def storage(self) -> ThreadStorage:
         """The thread store, opened on first use at the configured path."""
         settings = self.settings.current.globals
         path = Path(settings.database).expanduser() if settings.database else default_database_path()
-        if self._threads is None or self._threads.path != path:
-            self._threads = Threads(self.make_store, path, ttl_days=settings.thread_ttl_days,
-                                    tell_user=lambda message: self.tell_user(message))
-        return self._threads
+        if self._storage is None or self._storage.path != path:
+            self._storage = ThreadStorage(self.make_store, path, ttl_days=settings.thread_ttl_days,
+                                          tell_user=lambda message: self.tell_user(message))
+        return self._storage
 
     @property
     def templates(self) -> Templates:
@@ -73,14 +75,11 @@ class MarginApp:
             self._templates = Templates(user_dir)
         return self._templates
 
-    async def window_and_counter(self, profile_name: str) -> tuple[int, TokenCounter]:
-        """The context window a profile's requests get, and the counter for its model
-        (probing the backend, or reusing a recent probe)."""
-        profile = self.settings.current.profile(profile_name)
-        info = await self.backends.probe(profile_name, profile)
-        window, _ = self.backends.context_window(profile, info)
-        choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind)
-        return window, await self.tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+    async def window_and_counter(self, profile_name: str):  # TEMPORARY: until diagnosis uses resolve_profile
+        from margin.services.profile import resolve_profile
+
+        profile = await resolve_profile(self, profile_name)
+        return profile.window, profile.counter
 
     def preload_tokenizers(self) -> None:
         """Start building the in-process tokenizers the enabled profiles name (by setting or by
@@ -91,5 +90,5 @@ class MarginApp:
     async def aclose(self) -> None:
         await self.backends.aclose()
         await self.tokenizers.aclose()
-        if self._threads is not None:
-            await self._threads.close()
+        if self._storage is not None:
+            await self._storage.close()

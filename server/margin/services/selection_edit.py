@@ -13,30 +13,30 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
-from margin.core.budget import SystemPromptTooLarge
-from margin.core.editops import ApplyPlan, OffsetEdit, ReplyRejected, plan_apply
-from margin.core.llm import ChatRequest, ContextTooLarge, ProviderError
-from margin.core.prompts import TemplateError
+from margin.core.budget import BudgetReport, SystemPromptTooLarge
+from margin.core.editops import ApplyPlan, OffsetEdit, plan_apply
+from margin.core.llm import ProviderError
 from margin.core.selection_edit import (
     Diagnostic,
     EditInput,
+    SelectionReply,
     assemble_edit,
     edit_region,
     find_instruction,
     fixed_texts,
     fit_replacement,
     fix_instruction,
-    parse_selection_reply,
-    selection_reply_schema,
 )
 from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
-from margin.services.chat import ChatService, fit_prompt
+from margin.services.errors import RequestError
+from margin.services.profile import resolve_profile, snapshot
+from margin.services.structured import ask_json, fit_prompt, framing_tokens
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ each side: more could never fit, so it is never counted."""
 ActionKind = Literal["preset", "fix", "comment"]
 
 
-class SelectionEditError(Exception):
+class SelectionEditError(RequestError):
     """A selection edit that cannot be made; the message is for a person."""
 
 
@@ -80,7 +80,7 @@ class SelectionEditOutcome:
     current: VirtualFile
     plan: ApplyPlan
     """the edit on the current text (rebased if the document changed clear of it)"""
-    budget: dict[str, Any] = field(default_factory=dict)
+    budget: BudgetReport
 
 
 def _title(text: str, limit: int = 60) -> str:
@@ -89,12 +89,7 @@ def _title(text: str, limit: int = 60) -> str:
 
 @dataclass
 class SelectionEditService:
-    chat: ChatService
-    """for the workspace's file ids"""
-
-    @property
-    def app(self) -> MarginApp:
-        return self.chat.app
+    app: MarginApp
 
     def offer(self, uri: str, selection: Range, diagnostics: Sequence[Diagnostic]) -> list[OfferedAction]:
         """The actions for a selection; at a cursor, only "Fix with Margin" (on the lines the
@@ -131,11 +126,11 @@ class SelectionEditService:
 
     async def propose(self, request: SelectionEditRequest) -> SelectionEditOutcome:
         app = self.app
-        profile = app.settings.current.profile(PROFILE)
-        if not profile.enabled:
+        settings = snapshot(app, PROFILE)
+        if not settings.enabled:
             raise SelectionEditError("Selection edits are turned off: set edit.enabled to true to use them.")
         base = app.files.get(request.uri)
-        file_id = self.chat.file_id(request.uri)
+        file_id = app.workspace.file_id(request.uri)
         if base is None:
             raise SelectionEditError(f"{file_id} is not open in the editor any more.")
         if request.fingerprint is not None and base.fingerprint != request.fingerprint:
@@ -151,12 +146,8 @@ class SelectionEditService:
                        else fix_instruction(request.diagnostics) if request.kind == "fix"
                        else request.instruction)
         region = edit_region(base.text, start, end, comment)
-        try:
-            template = app.templates.load(profile.template)
-        except TemplateError as error:
-            raise SelectionEditError(str(error)) from None
-
-        window, counter = await app.window_and_counter(PROFILE)
+        profile = await resolve_profile(app, PROFILE, settings)
+        window, counter = profile.window, profile.counter
         reach = max(window - profile.max_output_tokens, 0) * CONTEXT_CHARS_PER_TOKEN
         before = base.text[: region.start]
         if len(before) > reach:  # from the first whole line within reach
@@ -164,11 +155,10 @@ class SelectionEditService:
             before = before[cut + 1:] if cut >= 0 else ""
         after = base.text[region.end:]
         after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
-        edit = EditInput("\n\n".join(f.text for f in template.required),
-                         [(f.name, f.text) for f in template.optional],
+        edit = EditInput(profile.system, profile.optional_system,
                          file_id, base.language_id, before, region.shown, after, instruction)
         count = await self._count_function(counter, edit)
-        framing = await counter.count_chat([]) if isinstance(counter, LocalCounter) else 0
+        framing = await framing_tokens(counter)
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_edit(edit, count, context_window=room,
@@ -180,32 +170,16 @@ class SelectionEditService:
             raise SelectionEditError(str(error)) from None
         except ProviderError as error:
             raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
-        budget = {**assembly.plan.report(), "counted": counted}
+        budget = assembly.plan.report(counted)
         if assembly.over_budget:
             raise SelectionEditError(f"{assembly.over_budget} Select less code, or use a model with a "
                                      "larger window for the edit profile.")
 
         started = time.perf_counter()
-        chat_request = ChatRequest(
-            assembly.messages, profile.max_output_tokens, profile.temperature, profile.model,
-            response_format={"type": "json_schema",
-                             "json_schema": {"name": "margin_selection_edit", "schema": selection_reply_schema()}})
-        try:
-            reply = await app.backends.provider(PROFILE, profile).complete(chat_request)
-        except ContextTooLarge as error:
-            raise SelectionEditError(str(error)) from None
-        except ProviderError as error:
-            log.warning("selection edit failed error=%s", error.kind)
-            raise SelectionEditError(f"{error} Nothing was changed.") from None
-        if reply.finish_reason == "length":
-            raise SelectionEditError(
-                f"The model's answer was cut off at maxOutputTokens ({profile.max_output_tokens}), so it "
-                "cannot be used. Raise edit.maxOutputTokens, or select less code.")
-        try:
-            replacement = parse_selection_reply(reply.content)
-        except ReplyRejected as error:
-            raise SelectionEditError(f"Nothing was changed: {error}. Try again.") from None
-        fitted = fit_replacement(replacement, region.shown, base.text)
+        answer = await ask_json(profile, assembly.messages, SelectionReply, schema_name="margin_selection_edit",
+                                described_as="the selection-edit schema", smaller="select less code",
+                                retry="Try again.")
+        fitted = fit_replacement(answer.replacement, region.shown, base.text)
         if base.text[region.start:region.end] == fitted:
             raise SelectionEditError("The model proposed no change.")
 

@@ -1,80 +1,98 @@
-"""The thread store in use. Threads live in SQLite; if the database cannot be used (locked,
-read-only, corrupt), Margin says so once and keeps threads in memory for the rest of the
-session, so chat goes on working without persistence."""
+"""Thread use cases: which thread a request belongs to, its history as a person sees it, and
+listing, creating and deleting threads. The language server and the terminal call these and
+never reach into the store."""
 
 from __future__ import annotations
 
-import logging
-import time
-from pathlib import Path
-from typing import Awaitable, Callable, TypeVar
+from dataclasses import dataclass
+from typing import Sequence
 
-import platformdirs
+from margin.core.threads import Message, NewMessage, Thread
+from margin.core.where import NOWHERE, Where
+from margin.services.app import MarginApp
+from margin.services.errors import NotFound
 
-from margin.core.threads import MemoryThreadStore, StoreUnavailable, ThreadStore
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-DAY_S = 86_400
+CHAT = "chat"
+"""The context of chat and edit-ops threads."""
 
 
-def default_database_path() -> Path:
-    return Path(platformdirs.user_data_dir("margin")) / "threads.db"
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A message as the user sees it: what they typed, not the prompt it became."""
+
+    id: int
+    role: str
+    content: str
+    created_at: float
 
 
-class Threads:
-    def __init__(
-        self,
-        make_store: Callable[[Path], ThreadStore],
-        path: Path,
-        *,
-        ttl_days: int,
-        tell_user: Callable[[str], None] = lambda message: None,
-    ) -> None:
-        self.path = path
-        self._make_store = make_store
-        self._ttl_days = ttl_days
-        self._tell_user = tell_user
-        self._store: ThreadStore | None = None
-        self.problem: str | None = None
-        """why threads are not being saved, or None"""
+@dataclass(frozen=True)
+class History:
+    thread: Thread
+    messages: list[HistoryEntry]
 
-    @property
-    def persistent(self) -> bool:
-        return self.problem is None
 
-    async def _open(self) -> ThreadStore:
-        if self._store is not None:
-            return self._store
-        store = self._make_store(self.path)
-        try:
-            await store.open()
-            purged = await store.purge_inactive(time.time() - self._ttl_days * DAY_S)
-            log.info("thread store ready purged=%d ttl_days=%d", purged, self._ttl_days)
-        except StoreUnavailable as error:
-            return self._fall_back(error)
-        self._store = store
-        return store
+@dataclass(frozen=True)
+class ThreadList:
+    threads: list[Thread]
+    """newest activity first"""
+    persistent: bool
+    """False when the database could not be used and threads live only in memory"""
+    problem: str | None = None
+    """why they are not being saved"""
 
-    def _fall_back(self, error: StoreUnavailable) -> ThreadStore:
-        self.problem = str(error)
-        log.warning("thread store unavailable; keeping threads in memory for this session")
-        self._tell_user(f"{error} Chat still works, but threads are kept only until Margin stops.")
-        self._store = MemoryThreadStore()
-        return self._store
 
-    async def run(self, operation: Callable[[ThreadStore], Awaitable[T]]) -> T:
-        """`operation` on the store in use; if the database fails, once more on memory."""
-        store = await self._open()
-        try:
-            return await operation(store)
-        except StoreUnavailable as error:
-            if isinstance(store, MemoryThreadStore):
-                raise
-            await store.close()
-            return await operation(self._fall_back(error))
+DISPLAY = "display"
+"""A user message's metadata key for what the user typed (the content may hold more, such as
+the selected code)."""
 
-    async def close(self) -> None:
-        if self._store is not None:
-            await self._store.close()
+
+class ThreadsService:
+    def __init__(self, app: MarginApp) -> None:
+        self.app = app
+
+    async def thread_for(self, where: Where) -> Thread:
+        """The thread named in `where`, else the canonical thread of its document's workspace."""
+        storage = self.app.storage
+        if where.thread_id:
+            thread_id = where.thread_id
+            thread = await storage.run(lambda store: store.get_thread(thread_id))
+            if thread is None:
+                raise NotFound(f"There is no thread {thread_id} (deleted, or expired after "
+                               f"{self.app.settings.current.globals.thread_ttl_days} days).")
+            return thread
+        workspace = self.app.workspace.folder_of(where.text_document)
+        return await storage.run(lambda store: store.canonical_thread(workspace, CHAT))
+
+    async def history(self, where: Where = NOWHERE) -> History:
+        """The thread's messages a person sees (never the hidden ones), oldest first."""
+        thread = await self.thread_for(where)
+        messages = await self.app.storage.run(lambda store: store.messages(thread.id, include_hidden=False))
+        return History(thread, [HistoryEntry(m.id, m.role, m.meta.get(DISPLAY, m.content), m.created_at)
+                                for m in messages])
+
+    async def list(self, workspace: str | None = None) -> ThreadList:
+        """The threads of `workspace` (every workspace's when None)."""
+        storage = self.app.storage
+        found = await storage.run(lambda store: store.list_threads(workspace))
+        return ThreadList(found, storage.persistent, storage.problem)
+
+    async def new(self, where: Where = NOWHERE, title: str | None = None) -> Thread:
+        """A new thread for the workspace of `where`'s document: its canonical thread from now on."""
+        workspace = self.app.workspace.folder_of(where.text_document)
+        return await self.app.storage.run(lambda store: store.new_thread(workspace, CHAT, title))
+
+    async def delete(self, thread_id: str) -> bool:
+        return await self.app.storage.run(lambda store: store.delete_thread(thread_id))
+
+    # --- for the chat use cases ------------------------------------------------------------
+
+    async def timeline(self, thread_id: str) -> list[Message]:
+        """The thread as prompts are assembled from it: hidden file contexts included."""
+        return await self.app.storage.run(lambda store: self.app.file_contexts(store).timeline(thread_id))
+
+    async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage], turn: Sequence[NewMessage],
+                        superseded: Sequence[int]) -> None:
+        """The newly sent file contexts and the turn, stored together; superseded contexts pruned."""
+        await self.app.storage.run(lambda store: self.app.file_contexts(store).save_turn(
+            thread_id, contexts, turn, superseded))

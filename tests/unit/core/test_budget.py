@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core.budget import (
+    Dropped,
     Item,
     Section,
+    SectionReport,
     SystemPromptTooLarge,
     plan,
     safety_margin,
@@ -126,10 +128,9 @@ def test_oldest_whole_turns_are_dropped_first_with_reasons():
     assert [i.id for i in history.kept] == ["turn2", "turn3", "turn4"]
     assert [(d.item, d.reason) for d in history.dropped] == [
         ("turn0", "older than the kept history"), ("turn1", "older than the kept history")]
-    assert result.report()["sections"][1] == {
-        "name": "history", "tokens": 300, "kept": 3,
-        "dropped": [{"item": "turn0", "reason": "older than the kept history"},
-                    {"item": "turn1", "reason": "older than the kept history"}]}
+    assert result.report().sections[1] == SectionReport(
+        "history", 300, 3, (Dropped("turn0", "older than the kept history"),
+                            Dropped("turn1", "older than the kept history")))
 
 
 def test_protected_recent_exchanges_go_only_when_nothing_else_can():
@@ -194,8 +195,8 @@ def test_long_runs_of_dropped_items_are_reported_as_one_entry():
     result = history_case(400, [10] * 40)  # 150 available for 400 of history
     history = result.section("history")
     assert len(history.dropped) == 25 and history.tokens == 150 and len(history.kept) == 15
-    assert result.report()["sections"][1]["dropped"] == [
-        {"item": "turn0 … turn24 (25 items)", "reason": "older than the kept history"}]
+    assert result.report().sections[1].dropped == (
+        Dropped("turn0 … turn24 (25 items)", "older than the kept history"),)
 
 
 def test_required_parts_that_do_not_fit_are_over_budget_with_sizes():

@@ -147,8 +147,8 @@ def test_the_code_around_is_trimmed_farthest_lines_first_and_the_selection_stays
     assert shown in user and "before_199 = 199\n" in user and "after_0 = 0\n" in user
     assert "before_0 = 0\n" not in user and "after_199 = 199\n" not in user
     report = assembly.plan.report()
-    prefix = next(s for s in report["sections"] if s["name"] == "prefix")
-    assert prefix["dropped"] and prefix["dropped"][0]["reason"] == "farthest from the selection"
+    prefix = report.section("prefix")
+    assert prefix.dropped and prefix.dropped[0].reason == "farthest from the selection"
     assert sum(words(m.content) for m in assembly.messages) <= assembly.plan.limit
 
 

@@ -1,0 +1,90 @@
+"""Chat and its threads: margin/chat (streamed as partial results, with cancellable work-done
+progress), margin/explain, margin/history, margin/threads, margin/newThread, margin/deleteThread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+
+from margin.lsp import wire
+from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
+from margin.services.errors import RequestError
+
+CHAT = "margin/chat"
+EXPLAIN = "margin/explain"
+HISTORY = "margin/history"
+THREADS = "margin/threads"
+NEW_THREAD = "margin/newThread"
+DELETE_THREAD = "margin/deleteThread"
+
+
+async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.ChatRequestParams, params, CHAT)
+    token = request.partial_result_token
+
+    def on_delta(text: str) -> None:
+        if token is not None:
+            ls.progress(types.ProgressParams(token=token, value={"delta": text}))
+
+    ls.start_work(request.work_done_token, "Margin is answering")
+    ending = "cancelled"
+    try:
+        outcome = await ls.services.chat.chat(request.core(), on_delta)
+        ending = "not sent" if outcome.not_sent else "done"
+    except RequestError as error:
+        ending = "failed"
+        raise RequestFailed(str(error)) from None
+    finally:
+        ls.end_work(request.work_done_token, ending)
+    result = wire.ChatResult(thread_id=outcome.thread_id, reply=outcome.reply, usage=wire.UsageModel.of(outcome.usage),
+                             budget=wire.BudgetModel.of(outcome.budget))
+    if outcome.not_sent:
+        result.message = outcome.not_sent
+    return result.dump()
+
+
+async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.ExplainParams, params, EXPLAIN)
+    with answering_failures():
+        prepared = await ls.services.chat.explain(request.core(), request.profile)
+    result = wire.ExplainResult(thread_id=prepared.thread.id, budget=wire.BudgetModel.of(prepared.budget()),
+                                messages=wire.ExplainResult.messages_of(prepared.assembly.messages))
+    if prepared.assembly.over_budget:
+        result.message = prepared.assembly.over_budget
+    return result.dump()
+
+
+async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.HistoryParams, params, HISTORY)
+    with answering_failures():
+        found = await ls.services.threads.history(request.where())
+    return wire.HistoryResult(thread_id=found.thread.id,
+                              messages=[wire.HistoryMessageModel.of(m) for m in found.messages]).dump()
+
+
+async def threads(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.ThreadsParams, params, THREADS)
+    found = await ls.services.threads.list(request.workspace)
+    return wire.ThreadsResult(threads=[wire.ThreadModel.of(t) for t in found.threads],
+                              persistent=found.persistent).dump()
+
+
+async def new_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.NewThreadParams, params, NEW_THREAD)
+    thread = await ls.services.threads.new(request.where(), request.title)
+    return wire.NewThreadResult(thread_id=thread.id).dump()
+
+
+async def delete_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.DeleteThreadParams, params, DELETE_THREAD)
+    return wire.DeleteThreadResult(deleted=await ls.services.threads.delete(request.thread_id)).dump()
+
+
+def register(server: MarginLanguageServer) -> None:
+    server.feature(CHAT)(chat)
+    server.feature(EXPLAIN)(explain)
+    server.feature(HISTORY)(history)
+    server.feature(THREADS)(threads)
+    server.feature(NEW_THREAD)(new_thread)
+    server.feature(DELETE_THREAD)(delete_thread)

@@ -1,0 +1,58 @@
+"""Edit-ops: margin/editOps (a proposal with a versioned preview), and margin/applyOps and the
+margin.applyOps command (applied fresh, rebased exactly, or refused)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import converters
+
+from margin.lsp import wire
+from margin.lsp.server import MarginLanguageServer, parse_params
+
+log = logging.getLogger(__name__)
+
+EDIT_OPS = "margin/editOps"
+APPLY_OPS = "margin/applyOps"
+APPLY_OPS_COMMAND = "margin.applyOps"
+
+_unstructure = converters.get_converter().unstructure
+
+
+async def edit_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.ChatRequestParams, params, EDIT_OPS)
+    outcome = await ls.services.editops.propose(request.core())
+    result = wire.EditOpsResult(
+        enabled=outcome.enabled, assistant_message=outcome.assistant_message,
+        ops=[wire.OpModel.of(op) for op in outcome.ops], base_fingerprints=outcome.base_fingerprints,
+        budget=wire.BudgetModel.of(outcome.budget) if outcome.budget else {}, thread_id=outcome.thread_id)
+    if outcome.edits:
+        result.edit = _unstructure(ls.workspace_edit(outcome.bases, outcome.edits))
+    return result.dump()
+
+
+async def apply_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.ApplyOpsParams, params, APPLY_OPS)
+    prepared = ls.services.editops.prepare_apply(request.core())
+    refused = wire.ApplyOpsResult(applied=False, rebased=False, stale_files=prepared.stale)
+    if prepared.failure or prepared.plan is None:
+        refused.failure_reason = prepared.failure
+        return refused.dump()
+    plan = prepared.plan
+    failure = await ls.apply_edit(ls.workspace_edit(prepared.files, plan.edits))
+    if failure:
+        refused.failure_reason = failure
+        return refused.dump()
+    log.info("ops applied files=%d rebased=%s", len(plan.edits), plan.rebased)
+    return wire.ApplyOpsResult(applied=True, rebased=plan.rebased, stale_files=[]).dump()
+
+
+async def apply_ops_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
+    return await apply_ops(ls, arguments[0] if arguments else None)
+
+
+def register(server: MarginLanguageServer) -> None:
+    server.feature(EDIT_OPS)(edit_ops)
+    server.feature(APPLY_OPS)(apply_ops)
+    server.command(APPLY_OPS_COMMAND)(apply_ops_command)

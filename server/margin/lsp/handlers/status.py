@@ -1,0 +1,26 @@
+"""margin/status: the version, the position encoding, each profile as it would run now
+(backend reachable, context window, tokenizer) and the open files with their fingerprints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from margin import __version__
+from margin.lsp import wire
+from margin.lsp.server import MarginLanguageServer, parse_params
+from margin.services.diagnosis import diagnose
+
+STATUS = "margin/status"
+
+
+async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.StatusParams, params, STATUS)
+    app = ls.app
+    reports = await diagnose(app.settings.current, app.backends, app.tokenizers, fresh=request.refresh)
+    return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
+                             profiles={report.name: report.as_status() for report in reports},
+                             files=[wire.FileStatusModel.of(file) for file in app.files.files()]).dump()
+
+
+def register(server: MarginLanguageServer) -> None:
+    server.feature(STATUS)(status)

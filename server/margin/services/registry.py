@@ -1,0 +1,26 @@
+"""Every use case over one app: what the language server and the terminal call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from margin.services.app import MarginApp
+from margin.services.chat import ChatService
+from margin.services.editops import EditOpsService
+from margin.services.selection_edit import SelectionEditService
+from margin.services.threads import ThreadsService
+
+
+@dataclass
+class Services:
+    app: MarginApp
+    threads: ThreadsService
+    chat: ChatService
+    editops: EditOpsService
+    selection_edits: SelectionEditService
+
+    @classmethod
+    def over(cls, app: MarginApp) -> Services:
+        threads = ThreadsService(app)
+        chat = ChatService(app, threads)
+        return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app))

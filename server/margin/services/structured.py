@@ -1,0 +1,89 @@
+"""The model calls every structured use case shares: fitting an assembled prompt to the window
+by its exact count, and one call that asks for JSON matching a schema (edit-ops, selection
+edits, and next completion's chat route).
+
+`ask_json` sends the schema as `response_format` (llama.cpp and OpenAI constrain the output to
+it), then validates the answer with the same pydantic model. Every way it can fail — the prompt
+refused as too large, an upstream error, an answer cut off at maxOutputTokens, prose or JSON
+that does not follow the schema — is one `AnswerFailed` whose message says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from pydantic import BaseModel
+
+from margin.core.budget import Plan
+from margin.core.editops import ReplyRejected, parse_answer
+from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError
+from margin.core.tokens.counter import LocalCounter, TokenCounter
+from margin.services.errors import RequestError
+from margin.services.profile import Profile
+
+log = logging.getLogger(__name__)
+
+
+class Assembled(Protocol):
+    messages: list[ChatMessage]
+    plan: Plan
+
+
+A = TypeVar("A", bound=Assembled)
+M = TypeVar("M", bound=BaseModel)
+
+
+async def framing_tokens(counter: TokenCounter) -> int:
+    """The fixed cost of a prompt's framing (reply priming, begin-of-text) for an in-process
+    tokenizer; a server's tokenizer counts the whole prompt instead (0 here)."""
+    return await counter.count_chat([]) if isinstance(counter, LocalCounter) else 0
+
+
+async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int) -> tuple[A, int]:
+    """Assemble for the window, count the prompt whole, and if framing the estimate could not
+    see makes it larger than the limit, assemble again with that much less room (a few rounds
+    at most). The report keeps the real window and limit."""
+    room = window
+    for _ in range(4):
+        assembly = assemble(room)
+        if room == window:
+            limit = assembly.plan.limit
+        counted = await counter.count_chat(assembly.messages) if assembly.messages else 0
+        if counted <= limit:
+            break
+        # The plan must hold `counted - limit` fewer tokens than it does now.
+        room -= (assembly.plan.limit - assembly.plan.total) + (counted - limit)
+    assembly.plan.context_window, assembly.plan.limit = window, limit
+    return assembly, counted
+
+
+class AnswerFailed(RequestError):
+    """The model's answer cannot be used; nothing was changed."""
+
+
+async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
+                   described_as: str, smaller: str, retry: str) -> M:
+    """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
+
+    `schema_name` names the schema in `response_format`; `described_as` names it to a person
+    ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
+    less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
+    request = profile.request(messages, {"type": "json_schema",
+                                         "json_schema": {"name": schema_name, "schema": answer.model_json_schema()}})
+    try:
+        reply = await profile.provider.complete(request)
+    except ContextTooLarge as error:
+        raise AnswerFailed(str(error)) from None
+    except ProviderError as error:
+        log.warning("structured call failed profile=%s error=%s", profile.name, error.kind)
+        raise AnswerFailed(f"{error} Nothing was changed.") from None
+    if reply.finish_reason == "length":
+        raise AnswerFailed(
+            f"The model's answer was cut off at maxOutputTokens ({profile.max_output_tokens}), so it "
+            f"cannot be used. Raise {profile.name}.maxOutputTokens, or {smaller}.")
+    try:
+        return parse_answer(answer, reply.content, described_as)
+    except ReplyRejected as error:
+        log.warning("structured answer unusable profile=%s", profile.name)
+        raise AnswerFailed(f"Nothing was changed: {error}. {retry}") from None

@@ -1,0 +1,81 @@
+"""The thread store in use (the thread use cases are in `services.threads`). Threads live in
+SQLite; if the database cannot be used (locked, read-only, corrupt), Margin says so once and
+keeps threads in memory for the rest of the session, so chat goes on working without
+persistence."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Awaitable, Callable, TypeVar
+
+import platformdirs
+
+from margin.core.threads import MemoryThreadStore, StoreUnavailable, ThreadStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DAY_S = 86_400
+
+
+def default_database_path() -> Path:
+    return Path(platformdirs.user_data_dir("margin")) / "threads.db"
+
+
+class ThreadStorage:
+    def __init__(
+        self,
+        make_store: Callable[[Path], ThreadStore],
+        path: Path,
+        *,
+        ttl_days: int,
+        tell_user: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.path = path
+        self._make_store = make_store
+        self._ttl_days = ttl_days
+        self._tell_user = tell_user
+        self._store: ThreadStore | None = None
+        self.problem: str | None = None
+        """why threads are not being saved, or None"""
+
+    @property
+    def persistent(self) -> bool:
+        return self.problem is None
+
+    async def _open(self) -> ThreadStore:
+        if self._store is not None:
+            return self._store
+        store = self._make_store(self.path)
+        try:
+            await store.open()
+            purged = await store.purge_inactive(time.time() - self._ttl_days * DAY_S)
+            log.info("thread store ready purged=%d ttl_days=%d", purged, self._ttl_days)
+        except StoreUnavailable as error:
+            return self._fall_back(error)
+        self._store = store
+        return store
+
+    def _fall_back(self, error: StoreUnavailable) -> ThreadStore:
+        self.problem = str(error)
+        log.warning("thread store unavailable; keeping threads in memory for this session")
+        self._tell_user(f"{error} Chat still works, but threads are kept only until Margin stops.")
+        self._store = MemoryThreadStore()
+        return self._store
+
+    async def run(self, operation: Callable[[ThreadStore], Awaitable[T]]) -> T:
+        """`operation` on the store in use; if the database fails, once more on memory."""
+        store = await self._open()
+        try:
+            return await operation(store)
+        except StoreUnavailable as error:
+            if isinstance(store, MemoryThreadStore):
+                raise
+            await store.close()
+            return await operation(self._fall_back(error))
+
+    async def close(self) -> None:
+        if self._store is not None:
+            await self._store.close()

@@ -1,0 +1,27 @@
+"""The workspace folders, and what a file is called inside them (the `file_id` models see)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+from urllib.parse import unquote
+
+
+class Workspace:
+    def __init__(self, folders: Callable[[], Sequence[str]] = lambda: ()) -> None:
+        self.folders = folders
+        """the workspace folder URIs, asked afresh each time (the editor may add and remove them)"""
+
+    def folder_of(self, uri: str | None) -> str:
+        """The workspace folder holding `uri` (the deepest one), else the first folder, else ''."""
+        folders = sorted(self.folders(), key=len, reverse=True)
+        for folder in folders:
+            if uri and (uri == folder or uri.startswith(folder.rstrip("/") + "/")):
+                return folder
+        return folders[-1] if folders else ""
+
+    def file_id(self, uri: str) -> str:
+        """The path relative to its workspace folder, or the URI for a file outside every folder."""
+        folder = self.folder_of(uri)
+        if folder and uri.startswith(folder.rstrip("/") + "/"):
+            return unquote(uri[len(folder.rstrip("/")) + 1 :])
+        return uri
