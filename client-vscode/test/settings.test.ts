@@ -41,7 +41,7 @@ test("every contributed server setting is forwarded, and its default leaves it u
     assert.deepEqual(serverSettings(lookup({ [key]: value })), {},
       `the default of margin.${key} must not override the server's own`);
   }
-  for (const block of ["completion", "edit", "chat", "chatOps"]) {
+  for (const block of ["edit", "chat", "chatOps"]) {
     for (const field of ["baseUrl", "model", "apiKeyEnv", "contextWindow", "maxOutputTokens"]) {
       assert.ok(`margin.${block}.${field}` in contributed, `margin.${block}.${field} is not contributed`);
     }

@@ -2,16 +2,12 @@
 // server-wide settings the user has set, and nothing else (the extension's own settings, such
 // as margin.server.* and margin.trace.*, are not the server's business and it would reject them).
 
-export const PROFILES = ["completion", "edit", "chat", "chatOps"] as const;
-export const BLOCKS = ["defaults", ...PROFILES] as const;
-export const PROFILE_FIELDS = [
-  "enabled", "baseUrl", "model", "apiKeyEnv", "contextWindow", "maxOutputTokens", "temperature",
-  "timeoutS", "tokenizer", "template",
-] as const;
-export const GLOBAL_FIELDS = [
-  "database", "threadTtlDays", "promptsDir", "confirmEdits", "applyEditTimeoutS", "codeActions",
-  "showRequests",
-] as const;
+// The blocks and fields are generated from the server's settings model, as are the settings
+// package.json contributes: scripts/generate_vscode_settings.py.
+
+import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS } from "./settingsFields.generated";
+
+export { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, PROFILES } from "./settingsFields.generated";
 
 /** Reads a setting under `margin.` (e.g. "chat.model"); undefined or null when unset. */
 export type Lookup = (key: string) => unknown;

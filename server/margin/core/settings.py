@@ -32,6 +32,12 @@ from pydantic.alias_generators import to_camel
 PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps")
 """Capability profiles, in the order they are shown."""
 
+USER_VISIBLE_PROFILES: tuple[str, ...] = ("edit", "chat", "chatOps")
+"""The profiles with a capability behind them today, so the ones whose settings editors show
+(the VS Code extension's settings are generated from this by scripts/generate_vscode_settings.py).
+`completion` has no feature yet: it is left out until inline completion lands, though the
+server accepts its settings all the same."""
+
 TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "heuristic")
 
 
@@ -82,16 +88,34 @@ class ProfileSettings(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    enabled: bool
-    base_url: BaseUrl
-    model: OptionalName
-    api_key_env: OptionalName
-    context_window: ContextWindow
-    max_output_tokens: Annotated[int, Field(ge=1)]
-    temperature: Annotated[float, Field(ge=0, le=2)]
-    timeout_s: Annotated[float, Field(gt=0, le=3600)]
-    tokenizer: Tokenizer
-    template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    # Each description names the capability as `{capability}`, filled in per profile where the
+    # description is shown. A field whose default is unset (None) says what unset means, as a
+    # last sentence `Unset: ...`; the others leave that to whoever shows the profile's default.
+    enabled: Annotated[bool, Field(description="Turn {capability} on or off.")]
+    base_url: Annotated[BaseUrl, Field(description=(
+        "OpenAI-compatible base URL for {capability}, including the API prefix "
+        "(`http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`)."))]
+    model: Annotated[OptionalName, Field(description=(
+        "Model name for {capability}. Unset: the model server chooses."))]
+    api_key_env: Annotated[OptionalName, Field(description=(
+        "Name of the environment variable holding the API key for {capability} "
+        "(e.g. `OPENAI_API_KEY`). The key itself never goes in settings. Unset: no key."))]
+    context_window: Annotated[ContextWindow, Field(description=(
+        "Context window in tokens for {capability}, or `auto`: read from the model server "
+        "(llama.cpp, vLLM), else the known window of the model, else 4096."))]
+    max_output_tokens: Annotated[int, Field(ge=1, description=(
+        "Tokens reserved for the reply in {capability}."))]
+    temperature: Annotated[float, Field(ge=0, le=2, description=(
+        "Sampling temperature for {capability}."))]
+    timeout_s: Annotated[float, Field(gt=0, le=3600, description=(
+        "Timeout in seconds for {capability}: a plain reply must arrive within it; a streamed "
+        "reply must start within it and never stall longer between chunks."))]
+    tokenizer: Annotated[Tokenizer, Field(description=(
+        "How tokens are counted for {capability}: `auto`, `tiktoken[:ENCODING]`, "
+        "`tekken[:FILE]`, `llama.cpp` or `heuristic`."))]
+    template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "Prompt template id for {capability}: `<id>.md` in the prompts folder, else a shipped "
+        "template."))]
 
 
 PartialProfile = create_model(  # type: ignore[call-overload]
@@ -163,21 +187,27 @@ class GlobalSettings(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    database: OptionalName = None
-    """the thread database file; unset: threads.db in Margin's user data folder"""
-    thread_ttl_days: Annotated[int, Field(ge=1, le=36500)] = 30
-    """threads with no activity for this many days are removed"""
-    prompts_dir: OptionalName = None
-    """a folder of prompt templates that take precedence over the shipped ones"""
-    confirm_edits: bool = False
-    """mark Margin's edits as needing confirmation (clients that support it ask first)"""
-    apply_edit_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
-    """how long to wait for the editor to answer workspace/applyEdit"""
-    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text)] = DEFAULT_CODE_ACTIONS
-    """the preset code actions offered on a selection (the edit profile answers them)"""
-    show_requests: bool = False
-    """show every request sent to a model, exactly, to the user (the editor's log, the
-    terminal's stderr); never written to Margin's own log"""
+    # As in ProfileSettings: a field whose default is None says what unset means.
+    database: Annotated[OptionalName, Field(description=(
+        "The SQLite file holding chat threads. Unset: threads.db in Margin's user data "
+        "folder."))] = None
+    thread_ttl_days: Annotated[int, Field(ge=1, le=36500, description=(
+        "Remove threads with no activity for this many days."))] = 30
+    prompts_dir: Annotated[OptionalName, Field(description=(
+        "A folder of prompt templates searched before the shipped ones. Unset: only the "
+        "shipped ones."))] = None
+    confirm_edits: Annotated[bool, Field(description=(
+        "Ask before applying Margin's edits: they are marked as needing confirmation, for "
+        "editors that support it."))] = False
+    apply_edit_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
+        "Seconds to wait for the editor to answer `workspace/applyEdit`."))] = 30.0
+    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text), Field(description=(
+        "Preset code actions offered on a selection, each a title and an instruction; the edit "
+        "profile answers them."))] = DEFAULT_CODE_ACTIONS
+    show_requests: Annotated[bool, Field(description=(
+        "Show every request Margin sends to a model, exactly as sent (messages, limits, "
+        "schema), in the editor's log (VS Code's **Margin** output) or on the terminal's "
+        "stderr. Margin's own log never holds them."))] = False
 
 
 PartialGlobals = create_model(  # type: ignore[call-overload]

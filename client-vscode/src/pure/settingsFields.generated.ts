@@ -1,0 +1,43 @@
+// The server settings the VS Code extension forwards. GENERATED from the server's
+// settings model (server/margin/core/settings.py) by scripts/generate_vscode_settings.py:
+// do not edit; run `.venv/bin/python scripts/generate_vscode_settings.py`.
+
+/** The profiles with a capability users can reach (USER_VISIBLE_PROFILES). */
+export const PROFILES = [
+  "edit",
+  "chat",
+  "chatOps",
+] as const;
+
+/** Blocks of profile settings: `defaults`, then each profile. */
+export const BLOCKS = [
+  "defaults",
+  "edit",
+  "chat",
+  "chatOps",
+] as const;
+
+/** The fields of a profile (ProfileSettings). */
+export const PROFILE_FIELDS = [
+  "enabled",
+  "baseUrl",
+  "model",
+  "apiKeyEnv",
+  "contextWindow",
+  "maxOutputTokens",
+  "temperature",
+  "timeoutS",
+  "tokenizer",
+  "template",
+] as const;
+
+/** Settings of no profile (GlobalSettings). */
+export const GLOBAL_FIELDS = [
+  "database",
+  "threadTtlDays",
+  "promptsDir",
+  "confirmEdits",
+  "applyEditTimeoutS",
+  "codeActions",
+  "showRequests",
+] as const;

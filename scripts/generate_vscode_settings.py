@@ -1,0 +1,253 @@
+"""Generates the VS Code extension's server settings from the server's settings model.
+
+The pydantic models in server/margin/core/settings.py (ProfileSettings, GlobalSettings, their
+field descriptions, BUILTIN_PROFILES and USER_VISIBLE_PROFILES) are the one declaration of
+Margin's settings. From them this script writes:
+
+- the `margin.*` server settings in client-vscode/package.json
+  (`contributes.configuration.properties`), after the extension's own settings
+  (`margin.server.*`, `margin.trace.*`), which are kept as they are;
+- client-vscode/src/pure/settingsFields.generated.ts: the blocks and fields the extension
+  forwards to the server.
+
+    .venv/bin/python scripts/generate_vscode_settings.py           # write both files
+    .venv/bin/python scripts/generate_vscode_settings.py --check   # exit 1 if either is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "server"))  # this checkout's model, not an installed copy
+
+from pydantic import BaseModel  # noqa: E402
+
+from margin.core.settings import (  # noqa: E402
+    BUILTIN_PROFILES,
+    PROFILES,
+    USER_VISIBLE_PROFILES,
+    GlobalSettings,
+    ProfileSettings,
+)
+
+PACKAGE_JSON = REPO / "client-vscode" / "package.json"
+FIELDS_TS = REPO / "client-vscode" / "src" / "pure" / "settingsFields.generated.ts"
+COMMAND = ".venv/bin/python scripts/generate_vscode_settings.py"
+
+CAPABILITIES = {
+    "defaults": "every capability (a profile's own setting wins)",
+    "completion": "inline completion",
+    "edit": "code actions on a selection",
+    "chat": "chat",
+    "chatOps": "edit-ops (Margin: Edit Selection\u2026)",
+}
+"""What each block's settings are for, as `{capability}` in a profile field's description."""
+
+DEFAULTS_LEFT_OUT = ("enabled", "template")
+"""Profile fields the `defaults` block does not offer in VS Code: switching every capability
+off at once is not a setting anyone needs, and a template is written for one capability (the
+server would still accept either in `defaults`)."""
+
+CLIENT_PREFIXES = ("margin.server.", "margin.trace.")
+"""The extension's own settings: kept from package.json as written, first, never sent."""
+
+FIRST_ORDER = 10  # the extension's own settings take orders 0-9
+GLOBALS_ORDER = 90
+_UNSET = re.compile(r"(?:^|\s)Unset: [^\n]*\.$")
+_KEEP = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
+         "pattern")
+
+
+def blocks() -> tuple[str, ...]:
+    return ("defaults", *(p for p in PROFILES if p in USER_VISIBLE_PROFILES))
+
+
+def _aliases(model: type[BaseModel]) -> dict[str, str]:
+    """A model's fields as settings name them (`baseUrl`), each with its Python name."""
+    return {info.alias or name: name for name, info in model.model_fields.items()}
+
+
+def block_fields(block: str) -> list[str]:
+    names = list(_aliases(ProfileSettings))
+    return [n for n in names if n not in DEFAULTS_LEFT_OUT] if block == "defaults" else names
+
+
+def _nullable(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A field's JSON schema as a VS Code setting that may also be null (unset)."""
+    if "$ref" in schema:
+        return _nullable(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    out: dict[str, Any] = {}
+    branches = schema.get("anyOf")
+    if branches is not None:
+        values = [b for b in branches if b.get("type") != "null"]
+        if len(values) == 1:  # X | None: one type that may be null
+            return _nullable(values[0], defs)
+        out["anyOf"] = [_plain(b, defs) for b in values] + [{"type": "null"}]
+        return out
+    out["type"] = [schema["type"], "null"]
+    out.update(_plain(schema, defs, with_type=False))
+    return out
+
+
+def _plain(schema: dict[str, Any], defs: dict[str, Any], with_type: bool = True) -> dict[str, Any]:
+    """A JSON schema as VS Code reads it: `const` as a one-value enum, `$ref` resolved, no
+    pydantic titles or descriptions, the checks kept."""
+    if "$ref" in schema:
+        return _plain(defs[schema["$ref"].rsplit("/", 1)[-1]], defs, with_type)
+    out: dict[str, Any] = {}
+    if with_type and "type" in schema:
+        out["type"] = schema["type"]
+    if "const" in schema:
+        out["enum"] = [schema["const"]]
+    if "items" in schema:
+        out["items"] = _plain(schema["items"], defs)
+    if "properties" in schema:
+        out["required"] = schema.get("required", [])
+        out["properties"] = {k: _plain(v, defs) for k, v in schema["properties"].items()}
+    if schema.get("additionalProperties") is False:
+        out["additionalProperties"] = False
+    out.update({k: schema[k] for k in _KEEP if k in schema})
+    return out
+
+
+def _shown(value: Any) -> str:
+    """A default value as the settings editor shows it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return f"`{value}`"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(item["title"] if isinstance(item, dict) else _shown(item) for item in value)
+    raise ValueError(f"no way to show the default {value!r}")
+
+
+def _described(key: str, text: str, defaults: dict[str, Any]) -> str:
+    """`text` ending with what unset means: the description's own `Unset: ...` when the default
+    is None, else the default itself (per profile when they differ)."""
+    values = list(defaults.values())
+    if all(v is None for v in values):
+        if not _UNSET.search(text):
+            raise ValueError(f"{key}: its default is unset, so its description must end by "
+                             "saying what unset means ('Unset: ....')")
+        return text
+    if "Unset:" in text or any(v is None for v in values):
+        raise ValueError(f"{key}: a description says 'Unset: ...' only when the default is None")
+    shown = {block: _shown(value) for block, value in defaults.items()}
+    if len(set(shown.values())) == 1:
+        return f"{text} Unset: {next(iter(shown.values()))}."
+    each = ", ".join(f"{block} {value}" for block, value in shown.items())
+    return f"{text} Unset: each capability's own ({each})."
+
+
+def _entry(schema: dict[str, Any], defs: dict[str, Any], text: str, order: int) -> dict[str, Any]:
+    entry = _nullable(schema, defs)
+    entry["default"] = None  # the extension sends only what the user set; the server defaults
+    markdown = "`" in text or "**" in text
+    entry["markdownDescription" if markdown else "description"] = text
+    entry["order"] = order
+    return entry
+
+
+def server_settings() -> dict[str, dict[str, Any]]:
+    """Every `margin.*` setting the server reads, as VS Code contributes it, in order."""
+    settings: dict[str, dict[str, Any]] = {}
+    profile = ProfileSettings.model_json_schema(by_alias=True)
+    fields = _aliases(ProfileSettings)
+    visible = [p for p in PROFILES if p in USER_VISIBLE_PROFILES]
+    for block in blocks():
+        # Orders by place in PROFILES, so a profile made visible later slots in between.
+        base = FIRST_ORDER + 10 * ("defaults", *PROFILES).index(block)
+        for index, name in enumerate(block_fields(block)):
+            schema = profile["properties"][name]
+            template = schema["description"]
+            if "{capability}" not in template:
+                raise ValueError(f"ProfileSettings.{fields[name]}: its description must name "
+                                 "the capability as {capability}")
+            builtin = {p: BUILTIN_PROFILES[p].model_dump(mode="json")[fields[name]]
+                       for p in (visible if block == "defaults" else [block])}
+            key = f"margin.{block}.{name}"
+            text = _described(key, template.replace("{capability}", CAPABILITIES[block]), builtin)
+            settings[key] = _entry(schema, profile.get("$defs", {}), text, base + index)
+    schema_ = GlobalSettings.model_json_schema(by_alias=True)
+    defaults = GlobalSettings().model_dump(mode="json")
+    for index, (name, python) in enumerate(_aliases(GlobalSettings).items()):
+        key = f"margin.{name}"
+        text = _described(key, schema_["properties"][name]["description"], {"": defaults[python]})
+        settings[key] = _entry(schema_["properties"][name], schema_.get("$defs", {}), text,
+                               GLOBALS_ORDER + index)
+    return settings
+
+
+def package_json(current: str) -> str:
+    """package.json with its server settings regenerated; everything else as it was."""
+    package = json.loads(current)
+    properties = package["contributes"]["configuration"]["properties"]
+    own = {k: v for k, v in properties.items() if k.startswith(CLIENT_PREFIXES)}
+    package["contributes"]["configuration"]["properties"] = {**own, **server_settings()}
+    return json.dumps(package, indent=2) + "\n"
+
+
+def fields_ts() -> str:
+    """The TypeScript module of what the extension forwards to the server."""
+
+    def const(name: str, values: list[str], doc: str) -> str:
+        items = "".join(f"  {json.dumps(v)},\n" for v in values)
+        return f"/** {doc} */\nexport const {name} = [\n{items}] as const;\n"
+
+    return "\n".join((
+        "// The server settings the VS Code extension forwards. GENERATED from the server's\n"
+        "// settings model (server/margin/core/settings.py) by scripts/generate_vscode_settings.py:\n"
+        f"// do not edit; run `{COMMAND}`.\n",
+        const("PROFILES", list(blocks()[1:]),
+              "The profiles with a capability users can reach (USER_VISIBLE_PROFILES)."),
+        const("BLOCKS", list(blocks()), "Blocks of profile settings: `defaults`, then each profile."),
+        const("PROFILE_FIELDS", list(_aliases(ProfileSettings)),
+              "The fields of a profile (ProfileSettings)."),
+        const("GLOBAL_FIELDS", list(_aliases(GlobalSettings)),
+              "Settings of no profile (GlobalSettings)."),
+    ))
+
+
+def generated() -> dict[Path, str]:
+    """Each generated file and the text it should hold."""
+    return {
+        PACKAGE_JSON: package_json(PACKAGE_JSON.read_text(encoding="utf-8")),
+        FIELDS_TS: fields_ts(),
+    }
+
+
+def stale() -> list[Path]:
+    """The generated files whose committed text differs from what this script writes."""
+    return [path for path, text in generated().items()
+            if not path.exists() or path.read_text(encoding="utf-8") != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming each file that is out of date")
+    args = parser.parse_args(argv)
+    if args.check:
+        out_of_date = stale()
+        for path in out_of_date:
+            print(f"{path.relative_to(REPO)} is out of date: run {COMMAND}", file=sys.stderr)
+        return 1 if out_of_date else 0
+    for path, text in generated().items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

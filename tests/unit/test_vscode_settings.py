@@ -1,0 +1,69 @@
+"""The VS Code extension's server settings are generated from the server's settings model, and
+the committed files are the generator's current output."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+from margin.core.settings import PROFILES, USER_VISIBLE_PROFILES, GlobalSettings, ProfileSettings
+from tests.conftest import REPO
+
+SCRIPT = REPO / "scripts" / "generate_vscode_settings.py"
+FIX = ".venv/bin/python scripts/generate_vscode_settings.py"
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("generate_vscode_settings", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def contributed() -> dict[str, dict]:
+    package = json.loads((REPO / "client-vscode" / "package.json").read_text(encoding="utf-8"))
+    return package["contributes"]["configuration"]["properties"]
+
+
+def aliases(model) -> list[str]:
+    return [info.alias for info in model.model_fields.values()]
+
+
+def test_committed_vscode_settings_are_generated_from_the_model():
+    stale = [str(path.relative_to(REPO)) for path in generator().stale()]
+    assert not stale, f"{', '.join(stale)} out of date with server/margin/core/settings.py: run {FIX}"
+
+
+def test_check_mode_exits_zero_when_current():
+    run = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def test_no_inline_completion_settings_until_that_capability_ships():
+    assert "completion" in PROFILES and "completion" not in USER_VISIBLE_PROFILES
+    shown = [key for key in contributed() if key.startswith("margin.completion.")]
+    assert shown == [], f"inline completion has no feature yet, but VS Code shows {shown}"
+
+
+def test_every_field_is_contributed_for_every_visible_block():
+    keys = set(contributed())
+    left_out = generator().DEFAULTS_LEFT_OUT
+    missing = [f"margin.{block}.{name}" for block in USER_VISIBLE_PROFILES
+               for name in aliases(ProfileSettings) if f"margin.{block}.{name}" not in keys]
+    missing += [f"margin.defaults.{name}" for name in aliases(ProfileSettings)
+                if name not in left_out and f"margin.defaults.{name}" not in keys]
+    missing += [f"margin.{name}" for name in aliases(GlobalSettings) if f"margin.{name}" not in keys]
+    assert missing == []
+
+
+def test_server_settings_default_to_unset_and_say_what_unset_means():
+    for key, entry in contributed().items():
+        if key.startswith(("margin.server.", "margin.trace.")):
+            continue
+        assert entry["default"] is None, key
+        text = entry.get("description") or entry.get("markdownDescription")
+        assert "Unset: " in text and text.endswith("."), key
+        assert "{capability}" not in text, key
