@@ -2,15 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from margin.core.settings import (
-    BUILTIN,
-    PROFILES,
-    SettingsError,
-    SettingsState,
-    Source,
-    environment_source,
-    resolve,
-)
+from margin.core.settings import BUILTIN, PROFILES, SettingsError, Source, resolve
+from margin.core.settings_state import SettingsState, environment_source
 
 
 def test_builtin_defaults_are_complete_and_distinct_per_profile():
