@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from margin.core.prompts import Templates
-from margin.core.settings import SettingsState
+from margin.core.settings_state import SettingsState
 from margin.core.threads import FileContextRepository, MessageFileContexts, ThreadStore
 from margin.core.tokens.choice import choose_tokenizer
 from margin.core.vfs import VirtualFileStore
