@@ -15,15 +15,21 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import AsyncIterator, Sequence
 
 import platformdirs
 
 from margin import __version__, logs
+from margin.core.budget import BudgetReport
 from margin.core.settings import Source
+from margin.core.where import Where
 from margin.services.app import MarginApp
+from margin.services.chat import Ask
 from margin.services.diagnosis import ProfileReport, diagnose
+from margin.services.errors import RequestError
+from margin.services.registry import Services
 
 
 def default_settings_path() -> Path:
@@ -69,8 +75,13 @@ async def running_app(args: argparse.Namespace) -> AsyncIterator[tuple[MarginApp
         await app.aclose()
 
 
-def _yes_no(value: bool | None) -> str:
-    return "not checked (profile disabled)" if value is None else ("yes" if value else "NO")
+def _yes_no(value: bool | None, timed_out: bool = False) -> str:
+    if value is None:
+        return "not checked (profile disabled)"
+    if timed_out:
+        return ("yes, but busy (accepted the connection, gave no answer in time)" if value
+                else "NO (timed out connecting)")
+    return "yes" if value else "NO"
 
 
 def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
@@ -80,7 +91,7 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
         backend = f"{r.base_url}" + (f"  [{r.backend}]" if r.backend else "")
         rows = [
             ("backend", backend),
-            ("reachable", _yes_no(r.reachable)),
+            ("reachable", _yes_no(r.reachable, r.timed_out)),
             ("model", r.model or "(the server's default)"),
             ("api key", r.api_key),
             ("context window", f"{r.context_window} tokens ({r.context_window_source})"),
@@ -119,10 +130,8 @@ LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "
              ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "shellscript"}
 
 
-def _chat_service(app: MarginApp, files: Sequence[str]) -> tuple[Any, list[str]]:
-    """A chat service whose workspace is the current folder, with `files` open."""
-    from margin.services.chat import ChatService
-
+def _services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[str]]:
+    """The use cases with the current folder as the workspace and `files` open."""
     uris = []
     for name in files:
         path = Path(name).resolve()
@@ -133,7 +142,8 @@ def _chat_service(app: MarginApp, files: Sequence[str]) -> tuple[Any, list[str]]
         app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
         uris.append(path.as_uri())
     app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
-    return ChatService(app, workspace_folders=lambda: [Path.cwd().as_uri()]), uris
+    app.workspace.folders = lambda: [Path.cwd().as_uri()]
+    return Services.over(app), uris
 
 
 def _message(args: argparse.Namespace) -> str:
@@ -145,36 +155,29 @@ def _message(args: argparse.Namespace) -> str:
     return message
 
 
-def _budget_line(budget: dict[str, Any]) -> str:
-    tokenizer = budget["tokenizer"]
-    exactness = "exact" if tokenizer["exact"] else "approximate"
-    return (f"{budget.get('counted') or budget['total']} of {budget['limit']} tokens "
-            f"(window {budget['contextWindow']}, {tokenizer['name']}, {exactness})")
+def _budget_line(budget: BudgetReport) -> str:
+    exactness = "exact" if budget.exact else "approximate"
+    return (f"{budget.counted or budget.total} of {budget.limit} tokens "
+            f"(window {budget.context_window}, {budget.tokenizer}, {exactness})")
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    from margin.services.chat import ChatError, ChatParams
-
     async with running_app(args) as (app, _):
-        service, uris = _chat_service(app, args.file)
-        thread_id = args.thread
-        if args.new:
-            thread = await app.threads.run(
-                lambda store: store.new_thread(service.workspace_of(uris[0] if uris else None), "chat"))
-            thread_id = thread.id
-        params = ChatParams(_message(args), text_document=uris[0] if uris else None,
-                            files=uris, thread_id=thread_id)
-
-        def show(text: str) -> None:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-
+        services, uris = _services(app, args.file)
+        where = Where(text_document=uris[0] if uris else None, thread_id=args.thread)
         try:
-            outcome = await service.chat(params, on_delta=show)
-        except ChatError as error:
+            if args.new:
+                where = replace(where, thread_id=(await services.threads.new(where)).id)
+
+            def show(text: str) -> None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+
+            outcome = await services.chat.chat(Ask(_message(args), where, uris), on_delta=show)
+        except RequestError as error:
             raise CliError(str(error)) from None
-        if outcome.over_budget or outcome.upstream_error:
-            print(f"margin: {outcome.over_budget or outcome.upstream_error}", file=sys.stderr)
+        if outcome.not_sent:
+            print(f"margin: {outcome.not_sent}", file=sys.stderr)
             return 1
         print()
         print(f"[thread {outcome.thread_id} · {_budget_line(outcome.budget)}]", file=sys.stderr)
@@ -182,28 +185,28 @@ async def _chat(args: argparse.Namespace) -> int:
 
 
 async def _explain(args: argparse.Namespace) -> int:
-    from margin.services.chat import ChatError, ChatParams
+    from margin.lsp.wire import BudgetModel
 
     async with running_app(args) as (app, _):
-        service, uris = _chat_service(app, args.file)
-        params = ChatParams(_message(args), text_document=uris[0] if uris else None, files=uris,
-                            thread_id=args.thread)
+        services, uris = _services(app, args.file)
+        ask = Ask(_message(args), Where(text_document=uris[0] if uris else None, thread_id=args.thread), uris)
         try:
-            prepared = await service.prepare(params, args.profile)
-        except ChatError as error:
+            prepared = await services.chat.explain(ask, args.profile)
+        except RequestError as error:
             raise CliError(str(error)) from None
         budget = prepared.budget()
         messages = [m.as_json() for m in prepared.assembly.messages]
         if args.json:
-            print(json.dumps({"budget": budget, "messages": messages}, indent=2, ensure_ascii=False))
+            print(json.dumps({"budget": BudgetModel.of(budget).dump(), "messages": messages}, indent=2,
+                             ensure_ascii=False))
             return 0
         print(f"profile {args.profile} · thread {prepared.thread.id} · {_budget_line(budget)}")
         if prepared.assembly.over_budget:
             print(f"NOT SENDABLE: {prepared.assembly.over_budget}")
-        for section in budget["sections"]:
-            print(f"  {section['name']:<16} {section['tokens']:>7} tokens  {section['kept']} kept")
-            for dropped in section["dropped"]:
-                print(f"  {'':<16} dropped {dropped['item']}: {dropped['reason']}")
+        for section in budget.sections:
+            print(f"  {section.name:<16} {section.tokens:>7} tokens  {section.kept} kept")
+            for dropped in section.dropped:
+                print(f"  {'':<16} dropped {dropped.item}: {dropped.reason}")
         if args.messages:
             for message in messages:
                 print(f"\n--- {message['role']} ---\n{message['content']}")
@@ -217,14 +220,11 @@ async def _edit(args: argparse.Namespace) -> int:
 
     from margin.core.editops import apply_edits
     from margin.core.vfs import fingerprint
-    from margin.services.chat import ChatParams
-    from margin.services.editops import EditOpsService
 
     async with running_app(args) as (app, _):
-        service, uris = _chat_service(app, [args.file])
-        params = ChatParams(" ".join(args.instruction).strip() or _message(args), text_document=uris[0],
-                            files=uris)
-        outcome = await EditOpsService(service).propose(params)
+        services, uris = _services(app, [args.file])
+        ask = Ask(" ".join(args.instruction).strip() or _message(args), Where(text_document=uris[0]), uris)
+        outcome = await services.editops.propose(ask)
         if not outcome.ops:
             raise CliError(outcome.assistant_message or "the model proposed no change")
         print(outcome.assistant_message, file=sys.stderr)
@@ -250,17 +250,18 @@ async def _threads(args: argparse.Namespace) -> int:
     import datetime
 
     async with running_app(args) as (app, _):
+        services, _ = _services(app, [])
         workspace = None if args.all else Path.cwd().as_uri()
-        found = await app.threads.run(lambda store: store.list_threads(workspace))
-        if not found:
+        found = await services.threads.list(workspace)
+        if not found.threads:
             print("no threads" + ("" if args.all else f" for {workspace} (--all for every workspace)"))
-        for thread in found:
+        for thread in found.threads:
             when = datetime.datetime.fromtimestamp(thread.updated_at).strftime("%Y-%m-%d %H:%M")
-            count = len(await app.threads.run(lambda store: store.messages(thread.id, include_hidden=False)))
+            count = len((await services.threads.history(Where(thread_id=thread.id))).messages)
             title = f"  {thread.title}" if thread.title else ""
             print(f"{thread.id}  {when}  {count:>4} messages  {thread.workspace or '(no workspace)'}{title}")
-        if not app.threads.persistent:
-            print(f"margin: {app.threads.problem}", file=sys.stderr)
+        if not found.persistent:
+            print(f"margin: {found.problem}", file=sys.stderr)
         return 0
 
 

@@ -97,6 +97,8 @@ class FakeBackend:
         self.gets: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._steps: list[Step] = []
+        self._get_delay_s = 0.0
+        self._slow_gets_left: dict[str, int | None] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
@@ -115,6 +117,26 @@ class FakeBackend:
     def script(self, *steps: Step) -> None:
         with self._lock:
             self._steps.extend(steps)
+
+    def slow_gets(self, seconds: float, *, times: int | None = None,
+                  paths: tuple[str, ...] = ("/props", "/v1/models")) -> None:
+        """Accept GETs of `paths` at once but answer only after `seconds`: each path's next
+        `times` requests, or every one when `times` is None."""
+        with self._lock:
+            self._get_delay_s = seconds
+            self._slow_gets_left = {path: times for path in paths}
+
+    def _get_delay(self, path: str) -> float:
+        with self._lock:
+            self.gets.append(path)
+            if path not in self._slow_gets_left:
+                return 0.0
+            left = self._slow_gets_left[path]
+            if left is not None:
+                if left <= 0:
+                    return 0.0
+                self._slow_gets_left[path] = left - 1
+            return self._get_delay_s
 
     def __enter__(self) -> FakeBackend:
         self._thread.start()
@@ -150,8 +172,15 @@ class FakeBackend:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                with fake._lock:
-                    fake.gets.append(path)
+                delay = fake._get_delay(path)
+                if delay:
+                    fake._stopping.wait(delay)
+                try:
+                    self._answer_get(path)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped waiting
+
+            def _answer_get(self, path: str) -> None:
                 if path == "/props" and fake.props is not None:
                     self._json(200, fake.props)
                 elif path == "/v1/models" and fake.models is not None:

@@ -64,6 +64,38 @@ def test_doctor_names_a_missing_api_key(fake):
     assert "$MARGIN_TEST_KEY_THAT_IS_UNSET (apiKeyEnv) is not set" in result.stdout
 
 
+def doctor_report(**fields):
+    from margin.services.diagnosis import ProfileReport
+
+    base = dict(name="chat", enabled=True, base_url="http://127.0.0.1:8080/v1", model=None,
+                api_key="none configured", reachable=True, backend="llama.cpp", context_window=8192,
+                context_window_source="llama.cpp /props n_ctx", tokenizer="llama.cpp", exact=True,
+                tokenizer_state="remote", error=None)
+    return ProfileReport(**{**base, **fields})
+
+
+def test_doctor_text_tells_busy_from_unreachable_from_ready():
+    from margin.cli import render_report
+
+    busy = "The backend at http://127.0.0.1:8080/v1 is busy: it accepted the connection but ..."
+    text = render_report([
+        doctor_report(),
+        doctor_report(name="edit", backend=None, context_window=4096, context_window_source="fallback",
+                      error=busy, timed_out=True),
+        doctor_report(name="chatOps", reachable=False, backend=None, timed_out=True,
+                      error="Timed out connecting to http://127.0.0.1:8080/v1 after 5 s, twice ..."),
+        doctor_report(name="completion", reachable=False, backend=None,
+                      error="Nothing answers at http://127.0.0.1:8080/v1 (ConnectError). ..."),
+    ], "built-in defaults")
+    chat, edit, chat_ops, completion = text.split("\n\n")[1:5]
+    assert "  reachable       yes\n" in chat
+    assert "  reachable       yes, but busy (accepted the connection, gave no answer in time)\n" in edit
+    assert f"  problem         {busy}" in edit
+    assert "  reachable       NO (timed out connecting)\n" in chat_ops
+    assert "  reachable       NO\n" in completion
+    assert "3 of 4 enabled profiles have a problem: edit, chatOps, completion" in text
+
+
 def test_invalid_settings_are_named_and_nothing_runs(tmp_path):
     settings = tmp_path / "s.json"
     settings.write_text(json.dumps({"chat": {"temperature": 9}}))

@@ -38,6 +38,7 @@ from margin.core.models import is_reasoning_model
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 5.0
+"""How long a probe of a backend waits for each answer (or the profile's timeoutS if shorter)."""
 _DETAIL_LIMIT = 300
 
 
@@ -188,10 +189,13 @@ class OpenAICompatibleProvider:
         api_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         on_request: RequestObserver | None = None,
+        probe_timeout_s: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._on_request = on_request
         self.timeout_s = timeout_s
+        self.probe_timeout_s = probe_timeout_s
+        """how long a probe waits (at most timeout_s); None: PROBE_TIMEOUT_S"""
         headers = {"User-Agent": f"margin/{__version__}"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -336,16 +340,41 @@ class OpenAICompatibleProvider:
 
     async def probe(self, model: str | None = None) -> BackendInfo:
         """Asks the backend what it is and how large its context window is: llama.cpp's
-        `/props` (`n_ctx`), then `/models` (vLLM's `max_model_len`)."""
-        timeout = min(self.timeout_s, PROBE_TIMEOUT_S)
-        props_url = f"{server_root(self.base_url)}/props"
-        results = await asyncio.gather(
-            self._client.get(props_url, timeout=timeout),
-            self._client.get(f"{self.base_url}/models", timeout=timeout),
-            return_exceptions=True,
-        )
-        props, models = results
-        if isinstance(models, BaseException) and isinstance(props, BaseException):
+        `/props` (`n_ctx`), then `/models` (vLLM's `max_model_len`, for `model` or the first
+        listed). A probe with no answer in time is tried once more before it is reported."""
+        timeout = min(self.timeout_s, self.probe_timeout_s or PROBE_TIMEOUT_S)
+        for attempt in (1, 2):
+            started = time.perf_counter()
+            props, models = await asyncio.gather(
+                self._client.get(f"{server_root(self.base_url)}/props", timeout=timeout),
+                self._client.get(f"{self.base_url}/models", timeout=timeout),
+                return_exceptions=True,
+            )
+            # No answer in time (the connection was accepted) outranks timing out connecting.
+            timed_out = min((r for r in (props, models) if isinstance(r, httpx.TimeoutException)),
+                            key=lambda error: isinstance(error, httpx.ConnectTimeout), default=None)
+            if timed_out is None:
+                break
+            log.info("probe timed out base_url=%s attempt=%d error=%s timeout_s=%g ms=%.0f", self.base_url,
+                     attempt, type(timed_out).__name__, timeout, (time.perf_counter() - started) * 1000)
+        return self._probe_info(props, models, model, timeout, timed_out)
+
+    def _probe_info(self, props: Any, models: Any, model: str | None, timeout: float,
+                    timed_out: httpx.TimeoutException | None) -> BackendInfo:
+        answers = [r for r in (props, models) if isinstance(r, httpx.Response)]
+        if timed_out is not None and not answers and isinstance(timed_out, httpx.ConnectTimeout):
+            return BackendInfo(self.base_url, reachable=False, timed_out=True, error=(
+                f"Timed out connecting to {self.base_url} after {timeout:g} s, twice "
+                f"({type(timed_out).__name__}). Check that the host is up and reachable from here "
+                "and that baseUrl is right (a firewall that drops connections looks like this)."))
+        if timed_out is not None:  # the connection was accepted: the server is there, but busy
+            busy = (f"The backend at {self.base_url} is busy: it accepted the connection but did not "
+                    f"answer within {timeout:g} s, twice ({type(timed_out).__name__}). It is running, "
+                    "probably generating for other requests or loading a model; Margin probes it "
+                    "again on the next request. If this lasts, check the server's load and log.")
+            if not answers:
+                return BackendInfo(self.base_url, reachable=True, error=busy, timed_out=True)
+        elif not answers:
             if isinstance(models, httpx.HTTPError):
                 error = self._transport_error(models, streaming=False)
                 return BackendInfo(self.base_url, reachable=False, error=str(error))
@@ -358,37 +387,32 @@ class OpenAICompatibleProvider:
         if isinstance(props, httpx.Response) and props.status_code == 200:
             try:
                 data = props.json()
-                settings = data.get("default_generation_settings") or {}
-                n_ctx = settings.get("n_ctx", data.get("n_ctx"))
+                n_ctx = (data.get("default_generation_settings") or {}).get("n_ctx", data.get("n_ctx"))
                 if isinstance(n_ctx, int) and n_ctx > 0:
                     kind, window, source = "llama.cpp", n_ctx, "llama.cpp /props n_ctx"
             except (ValueError, AttributeError):
                 pass
-
-        ids: list[str] = []
-        if isinstance(models, httpx.Response):
-            if models.status_code >= 400:
-                error_text = str(error_from_body(models.status_code, models.content, self.base_url))
-            else:
-                try:
-                    entries = [e for e in models.json().get("data", []) if isinstance(e, dict)]
-                except (ValueError, AttributeError):
-                    entries = []
-                ids = [str(entry.get("id")) for entry in entries if entry.get("id")]
-                chosen = next((e for e in entries if e.get("id") == model), None)
-                chosen = chosen or (entries[0] if entries else None)
-                if window is None and chosen and isinstance(chosen.get("max_model_len"), int):
-                    kind = "vllm"
-                    window, source = chosen["max_model_len"], "vLLM /models max_model_len"
-                if kind is None and chosen and chosen.get("owned_by") == "llamacpp":
-                    kind = "llama.cpp"
-        kind = kind or "openai-compatible"
+        entries: list[dict[str, Any]] = []
+        if isinstance(models, httpx.Response) and models.status_code >= 400:
+            error_text = str(error_from_body(models.status_code, models.content, self.base_url))
+        elif isinstance(models, httpx.Response):
+            try:
+                entries = [e for e in models.json().get("data", []) if isinstance(e, dict)]
+            except (ValueError, AttributeError):
+                pass
+        # vLLM's window is per model: all are kept, and the one for `model` is context_window.
+        per_model = () if window else tuple(
+            (str(e["id"]), e["max_model_len"]) for e in entries
+            if e.get("id") and isinstance(e.get("max_model_len"), int))
+        if per_model:
+            chosen = next((e for e in entries if e.get("id") == model), entries[0])
+            kind, source = "vllm", "vLLM /models max_model_len"
+            window = dict(per_model).get(str(chosen.get("id")))
+        if kind is None and any(e.get("owned_by") == "llamacpp" for e in entries):
+            kind = "llama.cpp"
         return BackendInfo(
-            self.base_url,
-            reachable=True,
-            kind=kind,
-            context_window=window,
-            context_window_source=source,
-            models=tuple(ids),
-            error=error_text,
+            self.base_url, reachable=True, kind=kind or "openai-compatible", context_window=window,
+            context_window_source=source, models=tuple(str(e["id"]) for e in entries if e.get("id")),
+            error=busy if timed_out is not None else error_text, timed_out=timed_out is not None,
+            model_windows=per_model,
         )

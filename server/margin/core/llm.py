@@ -71,7 +71,11 @@ BackendKind = Literal["llama.cpp", "vllm", "openai-compatible"]
 @dataclass(frozen=True)
 class BackendInfo:
     """What a probe of a backend learned. `context_window` is None when the backend does not
-    say; `error` is a person-readable reason when it did not answer as expected."""
+    say; `error` is a person-readable reason when it did not answer as expected. `timed_out`:
+    the probe got no answer in time, so these facts are not worth keeping. With `reachable` it
+    means busy (the connection was accepted); without, it means connecting timed out.
+    `model_windows` are the per-model windows the backend lists (vLLM's `max_model_len`), when
+    that is where its window comes from; `window_for` picks one for a model."""
 
     base_url: str
     reachable: bool
@@ -80,6 +84,16 @@ class BackendInfo:
     context_window_source: str | None = None
     models: tuple[str, ...] = ()
     error: str | None = None
+    timed_out: bool = False
+    model_windows: tuple[tuple[str, int], ...] = ()
+
+    def window_for(self, model: str | None) -> tuple[int | None, str | None]:
+        """The window the backend reports for `model`, and where it says so: the model's own
+        entry in `model_windows` when there is one, else the backend's `context_window`."""
+        for name, window in self.model_windows:
+            if name == model:
+                return window, self.context_window_source
+        return self.context_window, self.context_window_source
 
 
 class LLMProvider(Protocol):

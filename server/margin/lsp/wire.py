@@ -18,6 +18,7 @@ from margin.core.threads import Thread
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.core.where import Where
 from margin.services.chat import Ask
+from margin.services.diagnosis import ProfileReport
 from margin.services.editops import ApplyRequest
 from margin.services.selection_edit import SelectionEditRequest
 from margin.services.threads import HistoryEntry
@@ -335,8 +336,29 @@ class FileStatusModel(_Wire):
         return cls(uri=file.uri, version=file.version, fingerprint=file.fingerprint, language_id=file.language_id)
 
 
+class ProfileStatusModel(_Wire):
+    enabled: bool
+    model: str | None
+    base_url: str
+    reachable: bool | None
+    """None for a disabled profile (not probed); true for a busy backend, with `error` saying so"""
+    backend: str | None
+    context_window: int
+    context_window_source: str
+    tokenizer: str
+    exact: bool
+    tokenizer_state: str
+    error: str | None
+
+    @classmethod
+    def of(cls, r: ProfileReport) -> ProfileStatusModel:
+        return cls(enabled=r.enabled, model=r.model, base_url=r.base_url, reachable=r.reachable, backend=r.backend,
+                   context_window=r.context_window, context_window_source=r.context_window_source,
+                   tokenizer=r.tokenizer, exact=r.exact, tokenizer_state=r.tokenizer_state, error=r.error)
+
+
 class StatusResult(_Wire):
     version: str
     position_encoding: str
-    profiles: dict[str, dict[str, Any]]
+    profiles: dict[str, ProfileStatusModel]
     files: list[FileStatusModel]

@@ -75,12 +75,6 @@ class MarginApp:
             self._templates = Templates(user_dir)
         return self._templates
 
-    async def window_and_counter(self, profile_name: str):  # TEMPORARY: until diagnosis uses resolve_profile
-        from margin.services.profile import resolve_profile
-
-        profile = await resolve_profile(self, profile_name)
-        return profile.window, profile.counter
-
     def preload_tokenizers(self) -> None:
         """Start building the in-process tokenizers the enabled profiles name (by setting or by
         model family; the llama.cpp tokenizer is the server's and needs no building)."""

@@ -1,5 +1,6 @@
 """The model backends the profiles point at: one provider per profile (rebuilt when its
-connection settings change) and probes of each backend, cached briefly and shared."""
+connection settings change) and probes of each backend (base URL and API key), shared by every
+profile on it, cached briefly unless they timed out."""
 
 from __future__ import annotations
 
@@ -35,12 +36,18 @@ class ApiKeyState:
         return f"${self.variable} is set" if self.present else f"${self.variable} is NOT set"
 
 
+def _reusable(probe: asyncio.Task[BackendInfo]) -> bool:
+    """A finished probe whose answer may be given again: not cancelled, failed or timed out."""
+    return not probe.cancelled() and probe.exception() is None and not probe.result().timed_out
+
+
 class Backends:
     def __init__(self, make_provider: ProviderFactory, environ: Mapping[str, str]) -> None:
         self._make_provider = make_provider
         self._environ = environ
         self._providers: dict[str, tuple[tuple[str, float, str | None], LLMProvider]] = {}
-        self._probes: dict[tuple[str, str | None, str | None], tuple[float, asyncio.Task[BackendInfo]]] = {}
+        self._probes: dict[tuple[str, str | None], tuple[float, asyncio.Task[BackendInfo]]] = {}
+        """(base URL, API key) → (when the probe started, the probe)"""
         self._retired: list[LLMProvider] = []
         self.show_request: Callable[[str, str, dict[str, Any]], None] | None = None
         """(profile, url, body) of every model request, for a user who asked to see them"""
@@ -54,50 +61,51 @@ class Backends:
             return ApiKeyState(False, False, None)
         return ApiKeyState(True, bool(self._environ.get(profile.api_key_env)), profile.api_key_env)
 
+    def _key(self, profile: ProfileSettings) -> str | None:
+        return self._environ.get(profile.api_key_env) if profile.api_key_env else None
+
     def provider(self, name: str, profile: ProfileSettings) -> LLMProvider:
-        key = self._environ.get(profile.api_key_env) if profile.api_key_env else None
-        wanted = (profile.base_url, profile.timeout_s, key)
+        wanted = (profile.base_url, profile.timeout_s, self._key(profile))
         current = self._providers.get(name)
         if current and current[0] == wanted:
             return current[1]
         if current:
             self._retired.append(current[1])
-        provider = self._make_provider(profile.base_url, profile.timeout_s, key,
+        provider = self._make_provider(profile.base_url, profile.timeout_s, self._key(profile),
                                        lambda url, body: self._observe(name, url, body))
         self._providers[name] = (wanted, provider)
         return provider
 
     async def probe(self, name: str, profile: ProfileSettings, *, fresh: bool = False) -> BackendInfo:
-        """What the profile's backend says about itself. Concurrent callers share one probe;
-        results are reused for PROBE_TTL_S."""
+        """What the profile's backend says about itself. A probe is of a backend (base URL and
+        API key), not of a profile or a model: every caller shares a probe in flight, `fresh`
+        or not (it started after they asked). A finished one is reused for PROBE_TTL_S unless
+        `fresh`, and never when it timed out or failed."""
         provider = self.provider(name, profile)
-        key = (profile.base_url, profile.api_key_env, profile.model)
+        key = (profile.base_url.rstrip("/"), self._key(profile))
         cached = self._probes.get(key)
         now = time.monotonic()
-        if cached and not fresh and now - cached[0] < PROBE_TTL_S:
+        if cached and (not cached[1].done() or (
+                not fresh and now - cached[0] < PROBE_TTL_S and _reusable(cached[1]))):
             return await asyncio.shield(cached[1])
-        task = asyncio.ensure_future(self._probe(provider, profile))
+        task = asyncio.ensure_future(self._probe(provider, profile.base_url))
         self._probes[key] = (now, task)
         return await asyncio.shield(task)
 
-    async def _probe(self, provider: LLMProvider, profile: ProfileSettings) -> BackendInfo:
+    async def _probe(self, provider: LLMProvider, base_url: str) -> BackendInfo:
         started = time.perf_counter()
-        info = await provider.probe(profile.model)
+        info = await provider.probe()  # the window per model is read from it afterwards
         log.info(
-            "probe base_url=%s reachable=%s kind=%s n_ctx=%s ms=%.0f",
-            profile.base_url, info.reachable, info.kind, info.context_window,
+            "probe base_url=%s reachable=%s timed_out=%s kind=%s n_ctx=%s ms=%.0f",
+            base_url, info.reachable, info.timed_out, info.kind, info.context_window,
             (time.perf_counter() - started) * 1000,
         )
         return info
 
     @staticmethod
     def context_window(profile: ProfileSettings, info: BackendInfo | None) -> tuple[int, str]:
-        return resolve_context_window(
-            profile.context_window,
-            info.context_window if info else None,
-            info.context_window_source if info else None,
-            profile.model,
-        )
+        detected, source = info.window_for(profile.model) if info else (None, None)
+        return resolve_context_window(profile.context_window, detected, source, profile.model)
 
     async def aclose(self) -> None:
         for task in (entry[1] for entry in self._probes.values()):

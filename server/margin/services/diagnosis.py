@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from margin.core.budget import system_prompt_warning
+from margin.core.llm import ProviderError
 from margin.core.settings import PROFILES, Settings
 from margin.core.tokens.choice import choose_tokenizer
+from margin.services.app import MarginApp
 from margin.services.backends import Backends
+from margin.services.errors import RequestError
+from margin.services.profile import resolve_profile, snapshot
 from margin.services.tokenizers import Tokenizers
 
 
@@ -28,22 +32,8 @@ class ProfileReport:
     exact: bool
     tokenizer_state: str
     error: str | None
-
-    def as_status(self) -> dict[str, object]:
-        """The `margin/status` shape (camelCase)."""
-        return {
-            "enabled": self.enabled,
-            "model": self.model,
-            "baseUrl": self.base_url,
-            "reachable": self.reachable,
-            "backend": self.backend,
-            "contextWindow": self.context_window,
-            "contextWindowSource": self.context_window_source,
-            "tokenizer": self.tokenizer,
-            "exact": self.exact,
-            "tokenizerState": self.tokenizer_state,
-            "error": self.error,
-        }
+    timed_out: bool = False
+    """the probe got no answer in time: with `reachable`, the backend is there but busy"""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -57,9 +47,10 @@ async def diagnose(
     fresh: bool = False,
     wait_for_tokenizers: bool = False,
 ) -> list[ProfileReport]:
-    """One report per profile. Enabled profiles' backends are probed (concurrently, each at most
-    once); disabled ones are reported without contacting anything. With `wait_for_tokenizers`,
-    in-process tokenizers are built first, so the report says whether they loaded."""
+    """One report per profile. Enabled profiles' backends are probed (concurrently, each backend
+    at most once, however many profiles use it); disabled ones are reported without contacting
+    anything. With `wait_for_tokenizers`, in-process tokenizers are built first, so the report
+    says whether they loaded."""
 
     async def report(name: str) -> ProfileReport:
         profile = settings.profile(name)
@@ -89,38 +80,33 @@ async def diagnose(
             exact=tokenizer.exact,
             tokenizer_state=tokenizer.state,
             error=error,
+            timed_out=info.timed_out if info else False,
         )
 
     return list(await asyncio.gather(*(report(name) for name in PROFILES)))
 
 
-async def system_prompt_warnings(app: Any) -> list[str]:
+async def system_prompt_warnings(app: MarginApp) -> list[str]:
     """For each enabled profile whose template exists: a warning when its required system
     prompt takes more than a quarter of the context window (or does not fit at all)."""
-    from margin.core.budget import system_prompt_warning
-    from margin.core.llm import ProviderError
-    from margin.core.prompts import TemplateError
-
     warnings = []
-    settings = app.settings.current
     for name in PROFILES:
-        profile = settings.profile(name)
-        if not profile.enabled:
+        settings = snapshot(app, name)
+        if not settings.enabled:
             continue
         try:
-            template = app.templates.load(profile.template)
-        except TemplateError:
-            continue  # reported when the profile is used
-        window, counter = await app.window_and_counter(name)
-        system = "\n\n".join(f.text for f in template.required)
+            profile = await resolve_profile(app, name, settings)
+        except RequestError:
+            continue  # a missing template is reported when the profile is used
         try:
-            (tokens,) = await counter.count_texts([system])
+            (tokens,) = await profile.counter.count_texts([profile.system])
         except ProviderError:  # an unreachable llama.cpp server is reported by status already
             continue
+        window, template = profile.window, settings.template
         if tokens > window - profile.max_output_tokens:
-            warnings.append(f"Margin: the {name} profile's system prompt ({profile.template}) is {tokens} "
+            warnings.append(f"Margin: the {name} profile's system prompt ({template}) is {tokens} "
                             f"tokens, more than its {window}-token window leaves after "
                             f"{profile.max_output_tokens} reserved for the reply: requests will fail.")
         elif (warning := system_prompt_warning(tokens, window)) is not None:
-            warnings.append(f"Margin ({name} profile, template {profile.template}): {warning}")
+            warnings.append(f"Margin ({name} profile, template {template}): {warning}")
     return warnings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
+import httpx
 import pytest
 
 from margin.adapters.openai_http import OpenAICompatibleProvider, error_from_body, server_root
@@ -295,7 +296,7 @@ async def test_probe_of_nothing_reports_unreachable():
     p = OpenAICompatibleProvider(f"http://127.0.0.1:{free_port()}/v1", timeout_s=2)
     info = await p.probe()
     await p.aclose()
-    assert not info.reachable and "Nothing answers" in info.error
+    assert not info.reachable and not info.timed_out and "Nothing answers" in info.error
 
 
 async def test_probe_reports_auth_failure_as_reachable_with_error():
@@ -305,6 +306,61 @@ async def test_probe_reports_auth_failure_as_reachable_with_error():
         info = await p.probe()
         await p.aclose()
     assert info.reachable and "HTTP 404" in info.error
+
+
+def timing_out(error: type[httpx.TimeoutException]):
+    """A transport on which every request fails with `error`, and the requests it saw."""
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        raise error("timed out", request=request)
+
+    return httpx.MockTransport(handle), seen
+
+
+@pytest.mark.parametrize("error", [httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout])
+async def test_probe_without_an_answer_in_time_is_reachable_but_busy_after_two_tries(error):
+    transport, seen = timing_out(error)
+    p = OpenAICompatibleProvider("http://busy.test/v1", timeout_s=30, transport=transport,
+                                 probe_timeout_s=0.5)
+    info = await p.probe()
+    await p.aclose()
+    assert info.reachable and info.timed_out and info.kind is None and info.context_window is None
+    assert info.error.startswith("The backend at http://busy.test/v1 is busy: it accepted the "
+                                 "connection but did not answer within 0.5 s, twice")
+    assert sorted(seen) == ["/props", "/props", "/v1/models", "/v1/models"]
+
+
+async def test_probe_that_times_out_connecting_is_unreachable_and_says_so():
+    transport, seen = timing_out(httpx.ConnectTimeout)
+    p = OpenAICompatibleProvider("http://dropped.test/v1", timeout_s=2, transport=transport)
+    info = await p.probe()
+    await p.aclose()
+    assert not info.reachable and info.timed_out
+    assert info.error.startswith("Timed out connecting to http://dropped.test/v1 after 2 s, twice")
+    assert "refused" not in info.error and len(seen) == 4
+
+
+async def test_probe_timeout_is_the_profile_timeout_when_that_is_shorter():
+    transport, _ = timing_out(httpx.ReadTimeout)
+    p = OpenAICompatibleProvider("http://busy.test/v1", timeout_s=1.5, transport=transport)
+    info = await p.probe()
+    await p.aclose()
+    assert "within 1.5 s" in info.error
+
+
+async def test_probe_where_only_props_is_slow_is_retried_and_then_complete():
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 4096}},
+                     models=[{"id": "gemma", "owned_by": "llamacpp"}]) as fake:
+        fake.slow_gets(10, times=1, paths=("/props",))  # only /props is late, and only once
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2, probe_timeout_s=0.2)
+        info = await p.probe()
+        await p.aclose()
+        gets = sorted(fake.gets)
+    assert info.reachable and not info.timed_out and info.error is None
+    assert info.kind == "llama.cpp" and info.context_window == 4096
+    assert gets == ["/props", "/props", "/v1/models", "/v1/models"]
 
 
 async def test_an_observer_sees_each_request_exactly_as_sent(fake):

@@ -18,7 +18,7 @@ async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     app = ls.app
     reports = await diagnose(app.settings.current, app.backends, app.tokenizers, fresh=request.refresh)
     return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
-                             profiles={report.name: report.as_status() for report in reports},
+                             profiles={r.name: wire.ProfileStatusModel.of(r) for r in reports},
                              files=[wire.FileStatusModel.of(file) for file in app.files.files()]).dump()
 
 
