@@ -9,7 +9,8 @@ from typing import Any, Sequence
 
 import httpx
 
-from margin.adapters.openai_http import error_from_body, server_root, transport_error
+from margin.adapters.http_errors import error_from_body, transport_error
+from margin.adapters.openai_http import server_root
 from margin.core.llm import ChatMessage, MalformedResponse
 from margin.core.tokens.counter import CountCache, TokenCounter
 
