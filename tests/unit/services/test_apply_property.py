@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from margin.core.editops import Anchor, EditOp, OffsetEdit, OpsRejected, apply_edits, resolve
 from margin.core.vfs import PositionEncoding, Range, TextChange
-from margin.services.chat import ChatService
-from margin.services.editops import ApplyRequest, EditOpsService, prepare_apply
+from margin.core.where import Where
+from margin.services.editops import ApplyRequest
+from margin.services.registry import Services
 from margin.wiring import build_app
 
 URI = "file:///ws/doc.py"
@@ -72,7 +73,7 @@ def lines_around(text: str, edit: OffsetEdit) -> str:
 def test_applying_is_the_ops_on_the_base_or_exactly_rebased_or_nothing(case):
     base, (start, end), ops, user = case
     app = build_app({})
-    service = EditOpsService(ChatService(app))
+    service = Services.over(app).editops
     base_file = app.files.open(URI, "python", 1, base)
     service.snapshots.keep(base_file)  # as a proposal does
     current = apply_edits(base, user)
@@ -81,8 +82,8 @@ def test_applying_is_the_ops_on_the_base_or_exactly_rebased_or_nothing(case):
     encoding = PositionEncoding.UTF16
     selection = (base_file.position_at(start, encoding), base_file.position_at(end, encoding))
 
-    prepared = prepare_apply(service, ApplyRequest(ops, {URI: base_file.fingerprint},
-                                                   selection=Range(*selection), text_document=URI))
+    prepared = service.prepare_apply(ApplyRequest(ops, {URI: base_file.fingerprint},
+                                                  Where(URI, selection=Range(*selection))))
     assert app.files.get(URI).text == current  # preparing never touches the document
 
     try:
@@ -93,16 +94,18 @@ def test_applying_is_the_ops_on_the_base_or_exactly_rebased_or_nothing(case):
         return
     if not ops:
         return
-    assert prepared.failure is None and prepared.plan is not None
+    assert prepared.plan is not None
     plan = prepared.plan
     event("fresh" if current == base else "stale" if plan.stale else "rebased")
     if current == base:
-        assert not plan.stale and not plan.rebased
+        assert prepared.failure is None and not plan.stale and not plan.rebased
         assert plan.texts == {URI: apply_edits(base, expected[URI])}
         return
     if plan.stale:
-        assert plan.texts == {} and plan.edits == {} and plan.stale == [URI]
+        assert plan.texts == {} and plan.edits == {} and plan.stale == prepared.stale == [URI]
+        assert prepared.failure and prepared.failure.startswith(f"Not applied: {URI} changed where the edit goes")
         return
+    assert prepared.failure is None
     # Rebased: each op lands on the very text it was made for, among the same whole lines...
     assert plan.rebased
     moved = plan.edits[URI]

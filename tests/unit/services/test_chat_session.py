@@ -1,4 +1,4 @@
-"""A scripted 50-turn session over 5 files, edited between turns, against the fake backend:
+"""A scripted 50-turn session over 5 files, edited between turns, against the fake provider:
 what Margin sends compared with a client that attaches every file to every message, and proof
 that every prompt carries each included file's newest fingerprint, once, and nothing stale."""
 
@@ -9,11 +9,11 @@ import json
 from margin.core.budget import Item, Section, plan, safety_margin
 from margin.core.tokens.local import tiktoken_counter
 from margin.core.vfs import Position, Range, TextChange
-from margin.services.chat import ChatParams, ChatService
-from margin.wiring import build_app
+from margin.core.where import Where
+from margin.services.chat import Ask
+from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services
 from tests.fixtures.corpus import python_chunks
 
-WS = "file:///ws"
 TURNS = 50
 WINDOW = 16384
 OUTPUT = 1024
@@ -37,10 +37,11 @@ def naive_tokens(turns: list[tuple[str, list[str], str]], system: str, count) ->
     return sizes
 
 
-async def test_fifty_turns_over_five_edited_files(fake, tmp_path):
-    app = build_app({"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
-                     "MARGIN_CHAT_TOKENIZER": "tiktoken:o200k_base", "MARGIN_CHAT_CONTEXT_WINDOW": str(WINDOW)})
-    service = ChatService(app, workspace_folders=lambda: [WS])
+async def test_fifty_turns_over_five_edited_files(tmp_path):
+    provider = FakeProvider()
+    services = fake_services(tmp_path, provider, MARGIN_CHAT_TOKENIZER="tiktoken:o200k_base",
+                             MARGIN_CHAT_CONTEXT_WINDOW=str(WINDOW), MARGIN_CHAT_MAX_OUTPUT_TOKENS=str(OUTPUT))
+    app = services.app
     chunks = list(python_chunks(size=1500).values())
     uris = [f"{WS}/pkg/mod{i}.py" for i in range(5)]
     for i, uri in enumerate(uris):
@@ -54,13 +55,14 @@ async def test_fifty_turns_over_five_edited_files(fake, tmp_path):
             app.files.change(uri, file.version + 1, [TextChange(f"# edit {turn}\n", Range(Position(0, 0), Position(0, 0)))])
         question = f"Turn {turn}: what does mod{turn % 5} do with its arguments?"
         expected.append({uri: app.files.get(uri).fingerprint for uri in uris})
-        outcome = await service.chat(ChatParams(question, text_document=uris[turn % 5]))
-        ours.append(outcome.budget["total"])
+        outcome = await services.chat.chat(Ask(question, Where(uris[turn % 5])))
+        assert outcome.budget.context_window == WINDOW and outcome.not_sent is None
+        ours.append(outcome.budget.total)
         naive_turns.append((question, [app.files.get(u).text for u in uris], "ok"))
 
-    assert len(fake.requests) == TURNS
-    for turn, body in enumerate(fake.requests):
-        sent = [json.loads(part) for message in body["messages"] for part in message["content"].split("\n\n")
+    assert len(provider.requests) == TURNS
+    for turn, request in enumerate(provider.requests):
+        sent = [json.loads(part) for message in request.messages for part in message.content.split("\n\n")
                 if part.startswith('{"type": "virtual_file_context"')]
         ids = [envelope["file_id"] for envelope in sent]
         assert len(ids) == len(set(ids)), f"turn {turn}: a file sent twice"
@@ -76,4 +78,4 @@ async def test_fifty_turns_over_five_edited_files(fake, tmp_path):
     print(f"\n50 turns, 5 files: Margin sent {sum(ours)} tokens, a resend-every-file client {sum(naive)}: "
           f"{ratio:.2f}x")
     assert ratio >= 2.0
-    await app.aclose()
+    await close(services)

@@ -1,4 +1,5 @@
-"""Edit-ops proposals against the fake backend: the success path and every safe failure."""
+"""Edit-ops proposals against the in-process fake provider: the success path and every safe
+failure; and preparing to apply a proposal."""
 
 from __future__ import annotations
 
@@ -8,102 +9,163 @@ import json
 
 import pytest
 
-from margin.core.editops import apply_edits, reply_json_schema
-from margin.core.vfs import Position, Range
-from margin.services.chat import ChatParams, ChatService
-from margin.services.editops import EditOpsService
-from margin.wiring import build_app
-from tests.conftest import until
-from tests.fakes.fake_openai import raw, reply, status, stream
+from margin.adapters.http_errors import error_from_body
+from margin.core.editops import EditOp, apply_edits, reply_json_schema
+from margin.core.vfs import Position, Range, TextChange
+from margin.core.where import Where
+from margin.services.chat import Ask
+from margin.services.editops import ApplyRequest
+from tests.fakes.fake_provider import BASE_URL, WS, FakeProvider, Gate, answer, close, fake_services
 
-WS = "file:///ws"
 A = f"{WS}/a.py"
 TEXT = "def f():\n    return 1\n\ndef g():\n    return 1 + 1\n"
 
 
-def answer(ops, message="Done.") -> str:
+def ops_answer(ops, message="Done.") -> str:
     return json.dumps({"assistant_message": message, "ops": ops})
 
 
-@pytest.fixture
-async def editops(fake, tmp_path):
-    app = build_app({"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
-                     "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base"})
-    app.files.open(A, "python", 3, TEXT)
-    service = EditOpsService(ChatService(app, workspace_folders=lambda: [WS]))
-    yield service
-    await app.aclose()
+@pytest.fixture(autouse=True)
+def open_file(services):
+    services.app.files.open(A, "python", 3, TEXT)
 
 
-async def visible(service):
-    store_run = service.chat.app.threads.run
-    thread = await store_run(lambda s: s.canonical_thread(WS, "chat"))
-    return await store_run(lambda s: s.messages(thread.id))
+async def visible(services):
+    storage = services.app.storage
+    thread = await storage.run(lambda s: s.canonical_thread(WS, "chat"))
+    return await storage.run(lambda s: s.messages(thread.id))
 
 
-async def test_a_valid_answer_becomes_ops_edits_and_fingerprints(editops, fake):
-    fake.script(reply(answer([{"op": "replace", "target_file": "a.py", "target": "match",
-                               "match": "    return 1\n\n", "content": "    return 2\n\n"}], "Now f returns 2.")))
-    outcome = await editops.propose(ChatParams("make f return 2", text_document=A))
+async def test_a_valid_answer_becomes_ops_edits_and_fingerprints(services, provider):
+    editops = services.editops
+    provider.script(answer(ops_answer([{"op": "replace", "target_file": "a.py", "target": "match",
+                                        "match": "    return 1\n\n", "content": "    return 2\n\n"}],
+                                      "Now f returns 2.")))
+    outcome = await editops.propose(Ask("make f return 2", Where(A)))
     assert outcome.enabled and outcome.assistant_message == "Now f returns 2."
     assert [(o.op, o.target_file, o.target) for o in outcome.ops] == [("replace", A, "match")]
     assert apply_edits(outcome.bases[A].text, outcome.edits[A]).startswith("def f():\n    return 2\n")
     expected = "sha256:" + hashlib.sha256(TEXT.encode("utf-8")).hexdigest()  # over the exact bytes
     assert outcome.base_fingerprints == {A: expected}
-    sent = fake.requests[0]
-    assert sent["response_format"] == {"type": "json_schema",
-                                       "json_schema": {"name": "margin_edit_ops", "schema": reply_json_schema()}}
-    assert json.dumps(reply_json_schema(), separators=(",", ":")) in sent["messages"][0]["content"]
-    stored = await visible(editops)
+    (sent,) = provider.requests
+    assert sent.response_format == {"type": "json_schema",
+                                    "json_schema": {"name": "margin_edit_ops", "schema": reply_json_schema()}}
+    assert sent.max_tokens == outcome.budget.reserved_output == 2048  # chatOps' maxOutputTokens
+    assert sent.messages[0].role == "system"
+    assert json.dumps(reply_json_schema(), separators=(",", ":")) in sent.messages[0].content
+    stored = await visible(services)
     assert [m.role for m in stored if not m.hidden] == ["user", "assistant"]
     assert stored[-1].meta["ops"][0]["target_file"] == "a.py"
     assert editops.snapshots.get(expected).text == TEXT  # kept for a later rebase
 
 
-async def test_selection_and_cursor_targets_use_the_request(editops, fake):
-    fake.script(reply(answer([{"op": "replace", "target_file": "a.py", "target": "selection", "content": "return 7"}])))
+async def test_selection_and_cursor_targets_use_the_request(services, provider):
+    provider.script(answer(ops_answer([{"op": "replace", "target_file": "a.py", "target": "selection",
+                                        "content": "return 7"}])))
     selection = Range(Position(1, 4), Position(1, 12))
-    outcome = await editops.propose(ChatParams("seven", text_document=A, selection=selection))
+    outcome = await services.editops.propose(Ask("seven", Where(A, selection=selection)))
     assert apply_edits(TEXT, outcome.edits[A]).startswith("def f():\n    return 7\n")
 
 
 @pytest.mark.parametrize("step,message", [
-    (reply("Sure! Here is the change: replace return 1"), "did not answer with valid JSON"),
-    (reply(answer([{"op": "rewrite", "target_file": "a.py", "target": "document"}])), "does not follow the edit schema (ops.0.op"),
-    (reply(answer([{"op": "replace", "target_file": "a.py", "target": "match", "match": "return 1", "content": "x"}])),
+    (answer("Sure! Here is the change: replace return 1"), "did not answer with valid JSON"),
+    (answer(ops_answer([{"op": "rewrite", "target_file": "a.py", "target": "document"}])),
+     "does not follow the edit schema (ops.0.op"),
+    (answer(ops_answer([{"op": "replace", "target_file": "a.py", "target": "match", "match": "return 1",
+                         "content": "x"}])),
      "op 1 (replace match in a.py): the match text occurs 2 times"),
-    (reply(answer([{"op": "delete", "target_file": "b.py", "target": "document"}])), "was not shown"),
-    (reply('{"assistant_message": "x", "ops": [', finish_reason="length"), "cut off at maxOutputTokens (2048)"),
-    (status(503, {"error": {"message": "loading model"}}), "HTTP 503"),
-    (status(400, {"error": {"type": "exceed_context_size_error", "message": "too big",
-                            "n_prompt_tokens": 9000, "n_ctx": 8192}}), "the prompt is 9000 tokens"),
-])
-async def test_every_failure_is_no_ops_a_message_and_an_unchanged_thread(editops, fake, step, message):
-    fake.script(step)
-    outcome = await editops.propose(ChatParams("change it", text_document=A))
+    (answer(ops_answer([{"op": "delete", "target_file": "b.py", "target": "document"}])), "was not shown"),
+    (answer('{"assistant_message": "x", "ops": [', finish_reason="length"), "cut off at maxOutputTokens (2048)"),
+    (error_from_body(503, {"error": {"message": "loading model"}}, BASE_URL), "HTTP 503"),
+    (error_from_body(400, {"error": {"type": "exceed_context_size_error", "message": "too big",
+                                     "n_prompt_tokens": 9000, "n_ctx": 8192}}, BASE_URL),
+     "the prompt is 9000 tokens"),
+], ids=["prose", "schema", "ambiguous-match", "unseen-file", "cut-off", "http-503", "context-too-large"])
+async def test_every_failure_is_no_ops_a_message_and_an_unchanged_thread(services, provider, step, message):
+    provider.script(step)
+    outcome = await services.editops.propose(Ask("change it", Where(A)))
     assert outcome.ops == [] and outcome.edits == {} and message in outcome.assistant_message
-    assert await visible(editops) == []
+    assert len(provider.requests) == 1
+    assert await visible(services) == []
+    assert services.editops.snapshots.get(services.app.files.get(A).fingerprint) is None
 
 
-async def test_over_budget_calls_no_model(editops, fake):
-    outcome = await editops.propose(ChatParams("word " * 9000, text_document=A))
+async def test_over_budget_calls_no_model(services, provider):
+    outcome = await services.editops.propose(Ask("word " * 9000, Where(A)))
     assert outcome.ops == [] and "Too large to send" in outcome.assistant_message
-    assert fake.requests == [] and await visible(editops) == []
+    assert provider.requests == [] and await visible(services) == []
 
 
-async def test_disabled_profile_says_how_to_enable_it(fake, tmp_path):
-    app = build_app({"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
-                     "MARGIN_CHAT_OPS_ENABLED": "false"})
-    outcome = await EditOpsService(ChatService(app)).propose(ChatParams("x"))
+async def test_disabled_profile_says_how_to_enable_it(tmp_path):
+    provider = FakeProvider()
+    services = fake_services(tmp_path, provider, MARGIN_CHAT_OPS_ENABLED="false")
+    outcome = await services.editops.propose(Ask("x"))
     assert outcome.enabled is False and "chatOps.enabled" in outcome.assistant_message
-    assert fake.requests == []
-    await app.aclose()
+    assert provider.requests == [] and provider.probes == 0
+    await close(services)
 
 
-async def test_edit_ops_share_the_chat_busy_guard(editops, fake):
-    fake.script(stream(["slow ", "reply"], chunk_delay_s=0.5))
-    chatting = asyncio.create_task(editops.chat.chat(ChatParams("a chat", text_document=A)))
-    await until(lambda: len(fake.requests) == 1)
-    outcome = await editops.propose(ChatParams("an edit", text_document=A))
+async def test_edit_ops_share_the_chat_busy_guard(services, provider):
+    gate = Gate()
+    provider.script(["slow ", gate, "reply"])
+    chatting = asyncio.create_task(services.chat.chat(Ask("a chat", Where(A))))
+    await gate.reached.wait()
+    outcome = await services.editops.propose(Ask("an edit", Where(A)))
     assert outcome.ops == [] and "still answering" in outcome.assistant_message
-    await chatting
+    assert len(provider.requests) == 1  # the edit never reached the model
+    gate.open()
+    assert (await chatting).reply == "slow reply"
+
+
+async def test_a_thread_that_does_not_exist_is_a_message_not_a_call(services, provider):
+    outcome = await services.editops.propose(Ask("x", Where(A, thread_id="no-such-thread")))
+    assert outcome.enabled and outcome.ops == [] and "There is no thread no-such-thread" in outcome.assistant_message
+    assert provider.requests == []
+
+
+# --- preparing to apply --------------------------------------------------------------------
+
+async def propose_f_returns_2(services, provider):
+    provider.script(answer(ops_answer([{"op": "replace", "target_file": "a.py", "target": "match",
+                                        "match": "    return 1\n\n", "content": "    return 2\n\n"}])))
+    return await services.editops.propose(Ask("make f return 2", Where(A)))
+
+
+async def test_apply_on_an_unchanged_file_is_the_proposal(services, provider):
+    outcome = await propose_f_returns_2(services, provider)
+    prepared = services.editops.prepare_apply(ApplyRequest(outcome.ops, outcome.base_fingerprints, Where(A)))
+    assert prepared.failure is None and prepared.stale == [] and not prepared.plan.rebased
+    assert prepared.plan.texts == {A: TEXT.replace("    return 1\n\n", "    return 2\n\n")}
+    assert prepared.files == {A: services.app.files.get(A)}
+
+
+async def test_apply_after_an_edit_clear_of_the_ops_is_rebased(services, provider):
+    outcome = await propose_f_returns_2(services, provider)
+    services.app.files.change(A, 4, [TextChange("import os\n", Range(Position(0, 0), Position(0, 0)))])
+    prepared = services.editops.prepare_apply(ApplyRequest(outcome.ops, outcome.base_fingerprints, Where(A)))
+    assert prepared.failure is None and prepared.plan.rebased
+    assert prepared.plan.texts == {A: "import os\n" + TEXT.replace("    return 1\n\n", "    return 2\n\n")}
+
+
+async def test_apply_after_an_edit_where_the_ops_go_is_stale_and_says_so(services, provider):
+    outcome = await propose_f_returns_2(services, provider)
+    services.app.files.change(A, 4, [TextChange("    return 5\n", Range(Position(1, 0), Position(2, 0)))])
+    prepared = services.editops.prepare_apply(ApplyRequest(outcome.ops, outcome.base_fingerprints, Where(A)))
+    assert prepared.stale == [A] and prepared.plan.texts == {}
+    assert prepared.failure == (f"Not applied: {A} changed where the edit goes since it was proposed (or was "
+                                "closed). Ask again for a fresh proposal.")
+
+
+async def test_apply_of_a_file_closed_with_no_record_of_its_base_is_stale(services):
+    proposed_on = services.app.files.get(A).fingerprint
+    ops = [EditOp("replace", A, "document", None, "x = 1\n")]
+    services.app.files.close(A)
+    prepared = services.editops.prepare_apply(ApplyRequest(ops, {A: proposed_on}))
+    assert prepared.stale == [A] and prepared.failure.startswith(f"Not applied: {A} changed where the edit goes")
+
+
+async def test_apply_of_ops_without_a_base_fingerprint_is_refused(services):
+    ops = [EditOp("replace", A, "document", None, "x = 1\n")]
+    prepared = services.editops.prepare_apply(ApplyRequest(ops, {}))
+    assert prepared.plan is None and prepared.stale == []
+    assert prepared.failure == f"ops target files with no base fingerprint: {A}"

@@ -1,5 +1,5 @@
-"""Selection edits against the fake backend: what is offered, the edit of the exact text the
-model saw, and every way it can fail without touching the file."""
+"""Selection edits against the in-process fake provider: what is offered, the edit of the exact
+text the model saw, and every way it can fail without touching the file."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import json
 
 import pytest
 
+from margin.adapters.http_errors import error_from_body
 from margin.core.editops import apply_edits
-from margin.core.llm import ChatMessage
+from margin.core.llm import MalformedResponse
 from margin.core.selection_edit import Diagnostic, selection_reply_schema
 from margin.core.tokens.local import tiktoken_counter
 from margin.core.vfs import Position, Range, TextChange
-from margin.services.chat import ChatService
-from margin.services.selection_edit import SelectionEditError, SelectionEditRequest, SelectionEditService
-from margin.wiring import build_app
-from tests.fakes.fake_openai import raw, reply, status
+from margin.services.errors import RequestError
+from margin.services.selection_edit import SelectionEditError, SelectionEditRequest
+from margin.services.structured import AnswerFailed
+from tests.fakes.fake_provider import BASE_URL, WS, FakeProvider, Gate, close, fake_services
+from tests.fakes.fake_provider import answer as reply
 
-WS = "file:///ws"
 A = f"{WS}/a.py"
 TEXT = ("import os\n"
         "\n"
@@ -35,17 +36,10 @@ def answer(replacement: str) -> str:
     return json.dumps({"replacement": replacement})
 
 
-def make_app(fake, tmp_path, **env):
-    return build_app({"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
-                      "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", **env})
-
-
 @pytest.fixture
-async def service(fake, tmp_path):
-    app = make_app(fake, tmp_path)
-    app.files.open(A, "python", 1, TEXT)
-    yield SelectionEditService(ChatService(app, workspace_folders=lambda: [WS]))
-    await app.aclose()
+def service(services):
+    services.app.files.open(A, "python", 1, TEXT)
+    return services.selection_edits
 
 
 def request(kind="preset", range_=FUNCTION, instruction="Simplify the code.", **extra) -> SelectionEditRequest:
@@ -73,129 +67,155 @@ def test_fix_with_margin_appears_with_diagnostics_and_at_a_cursor_covers_their_l
     assert (fix.title, fix.range) == ("Fix with Margin", Range(Position(4, 0), Position(5, 0)))
 
 
-def test_presets_come_from_settings_and_a_disabled_profile_offers_nothing(fake, tmp_path):
-    app = make_app(fake, tmp_path, MARGIN_CODE_ACTIONS=json.dumps([{"title": "Port to Rust", "instruction": "Port it."}]))
-    app.files.open(A, "python", 1, TEXT)
-    service = SelectionEditService(ChatService(app))
-    assert [a.title for a in service.offer(A, Range(Position(6, 0), Position(7, 0)), [])] == ["Margin: Port to Rust"]
-    off = make_app(fake, tmp_path, MARGIN_EDIT_ENABLED="false")
-    off.files.open(A, "python", 1, TEXT)
-    assert SelectionEditService(ChatService(off)).offer(A, FUNCTION, []) == []
+async def test_presets_come_from_settings_and_a_disabled_profile_offers_nothing(tmp_path):
+    provider = FakeProvider()
+    services = fake_services(tmp_path, provider,
+                             MARGIN_CODE_ACTIONS=json.dumps([{"title": "Port to Rust", "instruction": "Port it."}]))
+    services.app.files.open(A, "python", 1, TEXT)
+    offered = services.selection_edits.offer(A, Range(Position(6, 0), Position(7, 0)), [])
+    assert [a.title for a in offered] == ["Margin: Port to Rust"]
+    off = fake_services(tmp_path, provider, MARGIN_EDIT_ENABLED="false")
+    off.app.files.open(A, "python", 1, TEXT)
+    assert off.selection_edits.offer(A, FUNCTION, []) == []
+    assert provider.requests == [] and provider.probes == 0  # offering calls no model
+    await close(services)
+    await close(off)
 
 
 # --- proposing -----------------------------------------------------------------------------
 
-async def test_a_preset_rewrites_the_selection_of_the_exact_text_the_model_saw(service, fake):
-    fake.script(reply(answer("def total(n):\n    return n * (n + 1) // 2")))
+async def test_a_preset_rewrites_the_selection_of_the_exact_text_the_model_saw(service, provider):
+    provider.script(reply(answer("def total(n):\n    return n * (n + 1) // 2")))
     outcome = await service.propose(request())
     assert result_text(service, outcome) == TEXT.replace(
         "def total(n):\n    return n + total(n - 1) if n else 0\n", "def total(n):\n    return n * (n + 1) // 2\n")
     assert outcome.base.fingerprint == outcome.current.fingerprint and not outcome.plan.rebased
-    sent = fake.requests[0]
-    assert sent["response_format"] == {"type": "json_schema", "json_schema": {
+    (sent,) = provider.requests
+    assert sent.response_format == {"type": "json_schema", "json_schema": {
         "name": "margin_selection_edit", "schema": selection_reply_schema()}}
-    system, user = sent["messages"]
-    assert json.dumps(selection_reply_schema(), separators=(",", ":")) in system["content"]
-    assert "```python\ndef total(n):\n    return n + total(n - 1) if n else 0\n```" in user["content"]
-    assert user["content"].endswith("Instruction: Simplify the code.")
-    assert user["content"].startswith("File: a.py (python)")
-    assert outcome.budget["counted"] > 0 and outcome.budget["tokenizer"]["exact"]
-    threads = await service.app.threads.run(lambda store: store.list_threads(None))
+    assert sent.max_tokens == outcome.budget.reserved_output == 1024  # edit's maxOutputTokens
+    system, user = sent.messages
+    assert (system.role, user.role) == ("system", "user")
+    assert json.dumps(selection_reply_schema(), separators=(",", ":")) in system.content
+    assert "```python\ndef total(n):\n    return n + total(n - 1) if n else 0\n```" in user.content
+    assert user.content.endswith("Instruction: Simplify the code.")
+    assert user.content.startswith("File: a.py (python)")
+    assert outcome.budget.counted > 0 and outcome.budget.exact
+    assert outcome.budget.tokenizer == "tiktoken:o200k_base"
+    threads = await service.app.storage.run(lambda store: store.list_threads(None))
     assert threads == []  # one-shot: no thread is made or changed
 
 
-async def test_the_comment_instruction_is_asked_and_the_comment_removed(service, fake):
-    fake.script(reply(answer(ITERATIVE)))
+async def test_the_comment_instruction_is_asked_and_the_comment_removed(service, provider):
+    provider.script(reply(answer(ITERATIVE)))
     outcome = await service.propose(request("comment", instruction=""))
-    user = fake.requests[0]["messages"][1]["content"]
+    user = provider.requests[0].messages[1].content
     assert user.endswith("Instruction: make it iterative")
     assert "margin:" not in user.split("Instruction:")[0]
     assert result_text(service, outcome) == "import os\n\n" + ITERATIVE + "\nprint(total(3))\n"
 
 
-async def test_fix_sends_the_diagnostics(service, fake):
-    fake.script(reply(answer("def total(n):\n    return sum(range(n + 1))\n")))
+async def test_fix_sends_the_diagnostics(service, provider):
+    provider.script(reply(answer("def total(n):\n    return sum(range(n + 1))\n")))
     diagnostics = [Diagnostic(4, "recursion without a base case guard", "lint", "R1", 4)]
     await service.propose(request("fix", instruction="", diagnostics=diagnostics))
-    assert "- line 5: recursion without a base case guard (lint R1)" in fake.requests[0]["messages"][1]["content"]
+    assert "- line 5: recursion without a base case guard (lint R1)" in provider.requests[0].messages[1].content
 
 
-async def test_crlf_files_get_crlf_edits(service, fake):
+async def test_crlf_files_get_crlf_edits(service, provider):
     crlf = TEXT.replace("\n", "\r\n")
     service.app.files.change(A, 2, [TextChange(crlf)])
-    fake.script(reply(answer("def total(n):\n    return sum(range(n + 1))")))
+    provider.script(reply(answer("def total(n):\n    return sum(range(n + 1))")))
     outcome = await service.propose(request())
     assert result_text(service, outcome) == crlf.replace(
         "    return n + total(n - 1) if n else 0\r\n", "    return sum(range(n + 1))\r\n")
 
 
-@pytest.mark.parametrize("step, message", [
-    (reply("Here you go: def total(n): ..."), "did not answer with valid JSON"),
-    (reply(json.dumps({"code": "x"})), "does not follow the selection-edit schema"),
-    (reply(answer("def total(n):\n    return"), finish_reason="length"), "cut off at maxOutputTokens (1024)"),
-    (status(500, {"error": {"message": "boom"}}), "Nothing was changed"),
-    (status(400, {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 9000,
-                            "n_ctx": 8192, "message": "too long"}}), "9000"),
-    (raw("not json at all"), "Nothing was changed"),
-    (reply(answer("def total(n):\n    return n + total(n - 1) if n else 0\n")), "proposed no change"),
-])
-async def test_every_failure_is_a_message_and_no_edit(service, fake, step, message):
-    fake.script(step)
-    with pytest.raises(SelectionEditError, match=message.replace("(", r"\(").replace(")", r"\)")):
+@pytest.mark.parametrize("step, error, message", [
+    (reply("Here you go: def total(n): ..."), AnswerFailed, "did not answer with valid JSON"),
+    (reply(json.dumps({"code": "x"})), AnswerFailed, "does not follow the selection-edit schema"),
+    (reply(answer("def total(n):\n    return"), finish_reason="length"), AnswerFailed,
+     "cut off at maxOutputTokens (1024)"),
+    (error_from_body(500, {"error": {"message": "boom"}}, BASE_URL), AnswerFailed, "HTTP 500: boom"),
+    (error_from_body(400, {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 9000,
+                                     "n_ctx": 8192, "message": "too long"}}, BASE_URL), AnswerFailed,
+     "the prompt is 9000 tokens"),
+    (MalformedResponse(f"The backend at {BASE_URL} sent a body that is not valid JSON of the expected shape."),
+     AnswerFailed, "Nothing was changed"),
+    (reply(answer("def total(n):\n    return n + total(n - 1) if n else 0\n")), SelectionEditError,
+     "proposed no change"),
+], ids=["prose", "schema", "cut-off", "http-500", "context-too-large", "malformed", "no-change"])
+async def test_every_failure_is_a_message_and_no_edit(service, provider, step, error, message):
+    provider.script(step)
+    with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(")", r"\)")) as failed:
         await service.propose(request())
+    assert type(failed.value) is error
+    assert len(provider.requests) == 1
     assert service.app.files.get(A).text == TEXT
 
 
-async def test_a_document_changed_after_the_offer_is_refused_before_any_model_call(service, fake):
+async def test_a_document_changed_after_the_offer_is_refused_before_any_model_call(service, provider):
     offered_on = service.app.files.get(A).fingerprint
     service.app.files.change(A, 2, [TextChange("# new first line\n", Range(Position(0, 0), Position(0, 0)))])
     with pytest.raises(SelectionEditError, match="changed after the action was offered"):
         await service.propose(request(fingerprint=offered_on))
-    assert fake.requests == []
+    assert provider.requests == []
 
 
-async def test_disabled_profile_and_closed_file_say_what_to_do(fake, tmp_path, service):
-    off = make_app(fake, tmp_path, MARGIN_EDIT_ENABLED="false")
+async def test_disabled_profile_and_closed_file_say_what_to_do(tmp_path, provider, service):
+    off = fake_services(tmp_path, provider, MARGIN_EDIT_ENABLED="false")
+    off.app.files.open(A, "python", 1, TEXT)
     with pytest.raises(SelectionEditError, match="set edit.enabled to true"):
-        await SelectionEditService(ChatService(off)).propose(request())
+        await off.selection_edits.propose(request())
+    await close(off)
     with pytest.raises(SelectionEditError, match="not open"):
         await service.propose(SelectionEditRequest(f"{WS}/gone.py", FUNCTION, "preset", "x"))
     with pytest.raises(SelectionEditError, match="Select the code"):
         await service.propose(request(range_=Range(Position(1, 0), Position(1, 0))))
-    assert fake.requests == []
+    assert provider.requests == []
 
 
-async def test_a_change_clear_of_the_selection_while_the_model_works_is_rebased(service, fake):
-    fake.script(reply(answer("def total(n):\n    return sum(range(n + 1))\n"), delay_s=0.5))
+async def test_a_change_clear_of_the_selection_while_the_model_works_is_rebased(service, provider):
+    working = Gate()
+    provider.script([working, reply(answer("def total(n):\n    return sum(range(n + 1))\n"))])
     proposing = asyncio.ensure_future(service.propose(request()))
-    await asyncio.sleep(0.2)
+    await working.reached.wait()
     service.app.files.change(A, 2, [TextChange("import sys\n", Range(Position(0, 0), Position(0, 0)))])
+    working.open()
     outcome = await proposing
+    assert outcome.base.version == 1
     assert outcome.plan.rebased and outcome.current.version == 2
     assert result_text(service, outcome) == "import sys\n" + TEXT.replace(
         "    return n + total(n - 1) if n else 0\n", "    return sum(range(n + 1))\n")
 
 
-async def test_a_change_inside_the_selection_while_the_model_works_is_refused(service, fake):
-    fake.script(reply(answer("def total(n):\n    return sum(range(n + 1))\n"), delay_s=0.5))
+async def test_a_change_inside_the_selection_while_the_model_works_is_refused(service, provider):
+    working = Gate()
+    provider.script([working, reply(answer("def total(n):\n    return sum(range(n + 1))\n"))])
     proposing = asyncio.ensure_future(service.propose(request()))
-    await asyncio.sleep(0.2)
+    await working.reached.wait()
     service.app.files.change(A, 2, [TextChange("count", Range(Position(3, 4), Position(3, 9)))])
+    working.open()
     with pytest.raises(SelectionEditError, match="changed where the edit goes"):
         await proposing
+    assert service.app.files.get(A).version == 2 and "def count(n)" in service.app.files.get(A).text
 
 
-async def test_a_large_file_is_trimmed_around_the_selection_to_fit_a_small_window(fake, tmp_path):
-    app = make_app(fake, tmp_path, MARGIN_EDIT_CONTEXT_WINDOW="1024", MARGIN_EDIT_MAX_OUTPUT_TOKENS="200")
+async def test_a_large_file_is_trimmed_around_the_selection_to_fit_a_small_window(tmp_path):
+    provider = FakeProvider()
+    services = fake_services(tmp_path, provider, MARGIN_EDIT_CONTEXT_WINDOW="1024",
+                             MARGIN_EDIT_MAX_OUTPUT_TOKENS="200")
     lines = [f"value_{i} = compute({i}, 'padding text to make the line longer')\n" for i in range(3000)]
-    app.files.open(A, "python", 1, "".join(lines))
-    service = SelectionEditService(ChatService(app, workspace_folders=lambda: [WS]))
-    fake.script(reply(answer("value_1500 = 0\n")))
-    outcome = await service.propose(request(range_=Range(Position(1500, 0), Position(1501, 0))))
-    sent = [ChatMessage(m["role"], m["content"]) for m in fake.requests[0]["messages"]]
-    counted = await tiktoken_counter("o200k_base").count_chat(sent)
-    assert counted == outcome.budget["counted"] <= 1024 - 200
+    services.app.files.open(A, "python", 1, "".join(lines))
+    provider.script(reply(answer("value_1500 = 0\n")))
+    outcome = await services.selection_edits.propose(request(range_=Range(Position(1500, 0), Position(1501, 0))))
+    (sent,) = provider.requests
+    assert sent.max_tokens == outcome.budget.reserved_output == 200
+    assert outcome.budget.context_window == 1024
+    counted = await tiktoken_counter("o200k_base").count_chat(sent.messages)
+    assert counted == outcome.budget.counted <= 1024 - 200
+    sent = sent.messages
     user = sent[1].content
     assert lines[1499] in user and lines[1501] in user and lines[1500] in user
     assert lines[0] not in user and lines[2999] not in user
-    await app.aclose()
+    await close(services)
