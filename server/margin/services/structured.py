@@ -31,6 +31,8 @@ class Assembled(Protocol):
 
 
 A = TypeVar("A", bound=Assembled)
+FIT_ROUNDS = 4
+"""How many times a prompt is assembled again with less room before it is declared too large."""
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -45,7 +47,7 @@ async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window
     see makes it larger than the limit, assemble again with that much less room (a few rounds
     at most). The report keeps the real window and limit."""
     room = window
-    for _ in range(4):
+    for _ in range(FIT_ROUNDS):
         assembly = assemble(room)
         if room == window:
             limit = assembly.plan.limit
@@ -55,6 +57,11 @@ async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window
         # The plan must hold `counted - limit` fewer tokens than it does now.
         room -= (assembly.plan.limit - assembly.plan.total) + (counted - limit)
     assembly.plan.context_window, assembly.plan.limit = window, limit
+    if counted > limit and assembly.plan.over_budget is None:
+        # Never send a prompt the tokenizer counts over the limit, whatever the estimate said.
+        assembly.plan.over_budget = (
+            f"Too large to send: the prompt counts {counted} tokens with {counter.name}, but only {limit} "
+            f"fit (context window {window} − reserved output {assembly.plan.reserved_output} − safety margin).")
     return assembly, counted
 
 
