@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.raw_lsp import RawClient, raw_client
+from tests.e2e.raw_lsp import RawClient, RpcError, raw_client
 from tests.fakes.fake_openai import FakeBackend, reply, stream
 
 GOLDEN = Path(__file__).parent / "golden" / "wire.json"
@@ -35,6 +35,11 @@ RESOLVING = {
     "window": {"workDoneProgress": True},
 }
 PLAIN = {"workspace": {"applyEdit": True, "configuration": True}}
+
+
+def answered_with_an_error(params: Any) -> Any:
+    """How eglot answers workspace/applyEdit when the buffer's version moved on."""
+    raise RpcError({"code": -32001, "message": "Edits on `b.py' require version 4, you have 5"})
 
 
 def ops_answer(ops: list[dict[str, Any]], message: str = "Done.") -> str:
@@ -158,6 +163,9 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
         client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {
             "chat": {"enabled": True, "contextWindow": 300, "maxOutputTokens": 100}}}})
         await r.call("chat, over budget", "margin/chat", {"message": "word " * 400})
+        client.answers["workspace/applyEdit"] = answered_with_an_error
+        await r.call("apply-ops, the editor answers with an error", "margin/applyOps",
+                     {"ops": ops, "baseFingerprints": bases})
         return r.entries
 
 
@@ -176,6 +184,12 @@ async def command_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any
             m["params"] for m in client.server_requests if m["method"] == "workspace/applyEdit"]})
         fake.script(reply("no JSON"))
         await r.call("edit selection command, prose", "workspace/executeCommand", command)
+        fake.script(reply(json.dumps({"replacement": ITERATIVE})))
+        client.answers["workspace/applyEdit"] = answered_with_an_error
+        await r.call("edit selection command, the editor answers with an error", "workspace/executeCommand",
+                     command)
+        r.entries.append({"label": "what the user was shown", "method": "window/showMessage", "response": [
+            n["params"] for n in client.notifications if n["method"] == "window/showMessage"]})
         return r.entries
 
 

@@ -46,3 +46,24 @@ def test_no_core_source_file_names_an_adapter_library():
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
     assert offenders == []
+
+
+MAX_MODULE_LINES = 400
+"""A module past this has more than one job: split it (ARCHITECTURE.md, "one job per module")."""
+
+
+def test_no_module_is_over_the_size_where_it_has_more_than_one_job():
+    package = CORE.parent
+    large = {str(path.relative_to(package)): n for path in package.rglob("*.py")
+             if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert large == {}, f"split these modules: {large}"
+
+
+def test_every_lsp_handler_module_registers_its_own_handlers():
+    from margin.lsp import handlers
+
+    modules = sorted(p.stem for p in Path(handlers.__file__).parent.glob("*.py") if p.stem != "__init__")
+    assert sorted(handlers.FEATURES) == modules, "every handler module must be in handlers.FEATURES"
+    for name in modules:
+        module = __import__(f"margin.lsp.handlers.{name}", fromlist=["register"])
+        assert callable(getattr(module, "register", None)), f"lsp/handlers/{name}.py has no register(server)"

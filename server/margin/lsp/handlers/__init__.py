@@ -11,14 +11,17 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from margin.lsp.server import MarginLanguageServer
 
+FEATURES = ("lifecycle", "documents", "chat", "editops", "code_actions", "status")
+"""Every module of this folder, in the order they register (which orders the advertised
+commands); a test checks that none is missing."""
+
 
 def register_all(server: MarginLanguageServer) -> None:
-    from margin.lsp.handlers import chat, code_actions, documents, editops, lifecycle, status
-
-    for module in (lifecycle, documents, chat, editops, code_actions, status):
-        module.register(server)
+    for name in FEATURES:
+        importlib.import_module(f"{__name__}.{name}").register(server)
