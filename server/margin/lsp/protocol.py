@@ -115,6 +115,8 @@ class MarginProtocol(LanguageServerProtocol):
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
         self._methods[msg_id] = method_name
         super()._handle_request(msg_id, method_name, params)
+        if msg_id not in self._request_futures:  # answered already, or never started (no such method)
+            self._methods.pop(msg_id, None)
 
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
         """The handler's result, or its error, as the response. Expected failures are logged
