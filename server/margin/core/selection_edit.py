@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from margin.core.budget import Item, Plan, Section, plan
-from margin.core.editops import ReplyRejected, json_answer_fragment, parse_answer
+from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.llm import ChatMessage
 from margin.core.trim import line_trimmer
 

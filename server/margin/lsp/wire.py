@@ -11,17 +11,14 @@ from pydantic.alias_generators import to_camel
 
 from margin.core.budget import BudgetReport
 from margin.core.editops import EditOp
-from margin.core.llm import ChatMessage, Usage
+from margin.core.llm import ChatMessage
 from margin.core.selection_edit import Diagnostic
 from margin.core.settings import PROFILES
-from margin.core.threads import Thread
-from margin.core.vfs import Position, Range, VirtualFile
+from margin.core.vfs import Position, Range
 from margin.core.where import Where
 from margin.services.chat import Ask
-from margin.services.diagnosis import ProfileReport
 from margin.services.editops import ApplyRequest
 from margin.services.selection_edit import SelectionEditRequest
-from margin.services.threads import HistoryEntry
 
 Token = int | str
 
@@ -32,6 +29,11 @@ class _Wire(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The JSON sent: camelCase, and only the fields that were given (optional ones absent)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        """The wire form of a core value whose attributes have the fields' names."""
+        return cls.model_validate(value, from_attributes=True)
 
 
 # --- shared pieces ---------------------------------------------------------------------------
@@ -135,9 +137,6 @@ class UsageModel(_Wire):
     prompt_tokens: int | None
     completion_tokens: int | None
 
-    @classmethod
-    def of(cls, usage: Usage) -> UsageModel:
-        return cls(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
 
 
 class ChatResult(_Wire):
@@ -174,9 +173,6 @@ class HistoryMessageModel(_Wire):
     content: str
     created_at: float
 
-    @classmethod
-    def of(cls, entry: HistoryEntry) -> HistoryMessageModel:
-        return cls(id=entry.id, role=entry.role, content=entry.content, created_at=entry.created_at)
 
 
 class HistoryResult(_Wire):
@@ -196,10 +192,6 @@ class ThreadModel(_Wire):
     created_at: float
     updated_at: float
 
-    @classmethod
-    def of(cls, t: Thread) -> ThreadModel:
-        return cls(id=t.id, workspace=t.workspace, context=t.context, title=t.title, created_at=t.created_at,
-                   updated_at=t.updated_at)
 
 
 class ThreadsResult(_Wire):
@@ -292,9 +284,6 @@ class DiagnosticModel(_Wire):
     def core(self) -> Diagnostic:
         return Diagnostic(self.line, self.message, self.source, self.code, self.end_line)
 
-    @classmethod
-    def of(cls, d: Diagnostic) -> DiagnosticModel:
-        return cls(line=d.line, message=d.message, source=d.source, code=d.code, end_line=d.end_line)
 
 
 class SelectionEditData(_Wire):
@@ -331,9 +320,6 @@ class FileStatusModel(_Wire):
     fingerprint: str
     language_id: str
 
-    @classmethod
-    def of(cls, file: VirtualFile) -> FileStatusModel:
-        return cls(uri=file.uri, version=file.version, fingerprint=file.fingerprint, language_id=file.language_id)
 
 
 class ProfileStatusModel(_Wire):
@@ -350,11 +336,6 @@ class ProfileStatusModel(_Wire):
     tokenizer_state: str
     error: str | None
 
-    @classmethod
-    def of(cls, r: ProfileReport) -> ProfileStatusModel:
-        return cls(enabled=r.enabled, model=r.model, base_url=r.base_url, reachable=r.reachable, backend=r.backend,
-                   context_window=r.context_window, context_window_source=r.context_window_source,
-                   tokenizer=r.tokenizer, exact=r.exact, tokenizer_state=r.tokenizer_state, error=r.error)
 
 
 class StatusResult(_Wire):
