@@ -95,7 +95,7 @@ async def test_history_hides_file_contexts_and_threads_can_be_managed(fake, tmp_
         first = await request(client, "margin/chat", {"message": "what is x?", "textDocument": {"uri": f"{WS}/a.py"}})
         history = await request(client, "margin/history", {"threadId": first["threadId"]})
         assert [(m["role"], m["content"]) for m in history["messages"]] == [("user", "what is x?"), ("assistant", "ok")]
-        assert fake.requests[0]["messages"][-1]["content"].count("virtual_file_context") == 1
+        assert fake.requests[0]["messages"][-1]["content"].count("File a.py (python, sha256:") == 1
 
         fresh = await request(client, "margin/newThread", {"title": "second"})
         assert fresh["threadId"] != first["threadId"]
@@ -115,7 +115,7 @@ async def test_explain_assembles_without_calling_the_model(fake, tmp_path):
     assert fake.requests == []
     roles = [m["role"] for m in result["messages"]]
     assert roles == ["system", "user"]  # the file context and the question, merged into one turn
-    assert '"file_id": "a.py"' in result["messages"][-1]["content"]
+    assert "File a.py (python, sha256:" in result["messages"][-1]["content"]
     assert result["budget"]["total"] <= result["budget"]["limit"]
 
 

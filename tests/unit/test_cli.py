@@ -126,7 +126,7 @@ def test_chat_streams_the_reply_and_keeps_the_thread(fake, tmp_path):
     assert result.stdout == "It returns one.\n"
     assert "tokens (window 8192, tiktoken:o200k_base, exact)" in result.stderr
     sent = fake.requests[0]["messages"][-1]["content"]
-    assert '"file_id": "a.py"' in sent and sent.endswith("what does f return?")
+    assert "File a.py (python, sha256:" in sent and sent.endswith("what does f return?")
     threads = margin("threads", env=chat_env(fake, tmp_path), cwd=tmp_path)
     assert "2 messages" in threads.stdout and tmp_path.as_uri() in threads.stdout
 
@@ -144,7 +144,7 @@ def test_explain_shows_sections_without_calling_a_model(fake, tmp_path):
     assert result.returncode == 0, result.stderr
     assert fake.requests == []
     assert "profile chat" in result.stdout and "system" in result.stdout and "message" in result.stdout
-    assert "--- user ---" in result.stdout and '"file_id": "a.py"' in result.stdout
+    assert "--- user ---" in result.stdout and "File a.py (python, sha256:" in result.stdout
     as_json = json.loads(margin("explain", "--json", "why?", env=chat_env(fake, tmp_path), cwd=tmp_path).stdout)
     assert as_json["budget"]["counted"] <= as_json["budget"]["limit"]
 

@@ -1,8 +1,9 @@
 """Chat prompts: the thread, the open files and the newest message, assembled within the budget.
 
-Files reach the model as hidden context messages: a JSON envelope with the file's id,
-fingerprint, language and content, stored in the thread (`hidden`, kind `virtual_file_context`)
-where it was sent. Which files are sent follows the post-user-message retention + refresh
+Files reach the model as hidden context messages: a header naming the file, its language and
+a fingerprint prefix, then its raw text in a fenced block (core.file_block), stored in the
+thread where it was sent (`hidden`, kind `virtual_file_context`, with the file's id and whole
+fingerprint in the message's metadata, where retention and refresh read them). Which files are sent follows the post-user-message retention + refresh
 algorithm:
 
 1. Build the candidate prompt: history (whole exchanges, and the latest context of each file,
@@ -21,11 +22,11 @@ older ones are superseded (and pruned when the turn is stored).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from margin.core.budget import Item, Plan, Section, plan
+from margin.core.file_block import render_file
 from margin.core.llm import ChatMessage
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.vfs import VirtualFile
@@ -47,18 +48,9 @@ class FileRef:
     file_id: str
 
 
-def envelope(ref: FileRef) -> str:
-    return json.dumps(
-        {
-            "type": FILE_CONTEXT,
-            "schema_version": 1,
-            "file_id": ref.file_id,
-            "fingerprint": ref.file.fingerprint,
-            "language": ref.file.language_id,
-            "content": ref.file.text,
-        },
-        ensure_ascii=False,
-    )
+def render(ref: FileRef) -> str:
+    """The file as the model sees it (core.file_block)."""
+    return render_file(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
 
 
 @dataclass(frozen=True)
@@ -156,7 +148,7 @@ def assemble_chat(
     candidates = {ref.file.uri: ref for ref in chat.files}
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
-    envelopes = {uri: envelope(ref) for uri, ref in candidates.items()}
+    blocks = {uri: render(ref) for uri, ref in candidates.items()}
 
     while True:
         history = _history_items(chat.history, resend, latest, count)
@@ -167,7 +159,7 @@ def assemble_chat(
             Section("history", tuple(history), protect_last=chat.min_exchanges,
                     drop_reason="older than the kept history"),
             Section("files", tuple(
-                Item(f"file {ref.file_id}", count(envelopes[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
+                Item(f"file {ref.file_id}", count(blocks[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
                 for ref in reversed(fresh)  # dropped lowest priority first
             ), drop_reason="lower priority than the files kept"),
             Section("optional system", tuple(Item(name, count(text)) for name, text in chat.optional_system),
@@ -193,13 +185,13 @@ def assemble_chat(
         messages.extend(ChatMessage(CONTEXT_ROLE if m.kind == FILE_CONTEXT else m.role, m.content)
                         for m in item.payload)
     sent = [item.payload for item in result.section("files").kept][::-1]  # priority order
-    messages.extend(ChatMessage(CONTEXT_ROLE, envelopes[ref.file.uri]) for ref in sent)
+    messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in sent)
     messages.append(ChatMessage("user", chat.newest))
 
     new_contexts = [
-        NewMessage(CONTEXT_ROLE, envelopes[ref.file.uri], hidden=True, kind=FILE_CONTEXT,
+        NewMessage(CONTEXT_ROLE, blocks[ref.file.uri], hidden=True, kind=FILE_CONTEXT,
                    uri=ref.file.uri, fingerprint=ref.file.fingerprint, meta={"file_id": ref.file_id},
-                   tokens={tokenizer: count(envelopes[ref.file.uri])})
+                   tokens={tokenizer: count(blocks[ref.file.uri])})
         for ref in sent
     ]
     superseded += [latest[ref.file.uri].id for ref in sent if ref.file.uri in latest]

@@ -307,7 +307,8 @@ def ops_schema_fragment() -> str:
     """The prompt's description of the answer, rendered from the validator's own definitions."""
     return json_answer_fragment(
         reply_json_schema(),
-        "Rules for each op: `target_file` is the file_id of a file shown to you. `target` is "
+        "Rules for each op: `target_file` is the path of a file shown to you, as its `File` line "
+        "names it. `target` is "
         "`document` (insert appends at the end; replace and delete cover the whole file), "
         "`selection` (the user's selection; insert goes before it), `cursor` (insert only, at the "
         "user's cursor) or `match` (the single place where `match` occurs; copy that text exactly "

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from margin.core.budget import Item, Plan, Section, plan
 from margin.core.editops import json_answer_fragment, parse_answer
+from margin.core.file_block import fence
 from margin.core.llm import ChatMessage
 from margin.core.trim import line_trimmer
 
@@ -148,14 +149,6 @@ def fit_replacement(replacement: str, shown: str, file_text: str) -> str:
 
 
 # --- the prompt ----------------------------------------------------------------------------
-
-def fence(text: str, language: str = "") -> str:
-    """`text` in a fenced block whose fence is longer than any run of backticks inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    bar = "`" * max(3, longest + 1)
-    body = text if text.endswith("\n") or not text else text + "\n"
-    return f"{bar}{language}\n{body}{bar}"
-
 
 SELECTION_GUARD = (
     "The user's message shows code from their file in fenced blocks: the code before the part "

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Protocol, Sequence
 
+from margin.core.file_block import from_envelope
 from margin.core.llm import Role
 
 FILE_CONTEXT = "virtual_file_context"
@@ -171,6 +172,15 @@ class FileContextRepository(Protocol):
         """Store new contexts and the turn together, then drop superseded contexts."""
 
 
+def current_form(message: Message) -> Message:
+    """A stored file context as it is shown now: one stored as seed 000's JSON envelope (by an
+    earlier release) is rendered as a file block. Storage is not rewritten; the stored count
+    belongs to the old text, so the new one is counted afresh."""
+    if message.kind != FILE_CONTEXT or (rendered := from_envelope(message.content)) is None:
+        return message
+    return replace(message, content=rendered, tokens={})
+
+
 class MessageFileContexts:
     """File contexts as hidden messages of the thread (the seed's Option A)."""
 
@@ -178,7 +188,7 @@ class MessageFileContexts:
         self.store = store
 
     async def timeline(self, thread_id: str) -> list[Message]:
-        return await self.store.messages(thread_id, include_hidden=True)
+        return [current_form(m) for m in await self.store.messages(thread_id, include_hidden=True)]
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
                         turn: Sequence[NewMessage], superseded: Sequence[int]) -> list[Message]:

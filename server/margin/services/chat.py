@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, envelope
+from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import ContextTooLarge, ProviderError, Usage
 from margin.core.settings import ProfileSettings
@@ -158,7 +158,7 @@ class ChatService:
         newest = self.newest_text(ask)
         system, optional = profile.system, profile.optional_system
         known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
-        texts = [system, newest, *(t for _, t in optional), *(envelope(f) for f in files),
+        texts = [system, newest, *(t for _, t in optional), *(render(f) for f in files),
                  *(m.content for m in history)]
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         try:

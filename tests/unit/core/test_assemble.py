@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 
 from margin.core.assemble import ChatInput, FileRef, assemble_chat, merge_roles
 from margin.core.llm import ChatMessage
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.tokens.counter import heuristic_count
-from margin.core.vfs import VirtualFile
+from margin.core.file_block import parse_file_blocks
+from margin.core.vfs import VirtualFile, fingerprint
 
 _ids = itertools.count(1)
 
@@ -42,12 +42,9 @@ def ref(name: str, text: str, version: int = 1) -> FileRef:
 
 
 def contexts_in(messages: list[ChatMessage]) -> list[dict]:
-    found = []
-    for message in messages:
-        for line in message.content.split("\n\n"):
-            if line.startswith('{"type": "virtual_file_context"'):
-                found.append(json.loads(line))
-    return found
+    """The file blocks in the prompt, each with the whole fingerprint of the text it holds."""
+    return [{"file_id": b.file_id, "fingerprint": fingerprint(b.text), "shown": b.fingerprint, "content": b.text}
+            for message in messages for b in parse_file_blocks(message.content)]
 
 
 def test_unchanged_retained_file_is_not_resent():

@@ -5,12 +5,12 @@ stream the connection cuts)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from margin.adapters.http_errors import error_from_body
 from margin.core.llm import BackendTimeout, MalformedStream
+from margin.core.file_block import FileBlock, parse_file_blocks
 from margin.core.threads import FILE_CONTEXT
 from margin.core.vfs import Position, Range, TextChange
 from margin.core.where import Where
@@ -33,13 +33,8 @@ async def stored(services, include_hidden=True):
     return await storage.run(lambda s: s.messages(thread.id, include_hidden=include_hidden))
 
 
-def envelopes(request) -> list[dict]:
-    found = []
-    for message in request.messages:
-        for part in message.content.split("\n\n"):
-            if part.startswith('{"type": "virtual_file_context"'):
-                found.append(json.loads(part))
-    return found
+def file_blocks(request) -> list[FileBlock]:
+    return [block for message in request.messages for block in parse_file_blocks(message.content)]
 
 
 async def test_streams_the_reply_and_stores_the_turn(services, provider):
@@ -67,9 +62,11 @@ async def test_active_file_goes_as_hidden_context_and_is_not_resent_while_unchan
     hidden = [m for m in await stored(services) if m.hidden]
     assert [m.id for m in hidden] == first_context  # the same stored context, not a new one
     assert len(hidden) == 1 and hidden[0].kind == FILE_CONTEXT and hidden[0].uri == A
-    assert json.loads(hidden[0].content)["file_id"] == "a.py"
+    (block,) = parse_file_blocks(hidden[0].content)
+    assert block.file_id == "a.py" and block.text == "x = 1\n" and hidden[0].meta["file_id"] == "a.py"
+    assert hidden[0].fingerprint == services.app.files.get(A).fingerprint  # the whole one, in metadata
     # Both prompts carried the file exactly once; the second reused the stored context.
-    assert [len(envelopes(request)) for request in provider.requests] == [1, 1]
+    assert [len(file_blocks(request)) for request in provider.requests] == [1, 1]
     assert [m.content for m in await stored(services, include_hidden=False)] == [
         "what is x?", "ok", "sure?", "ok"]
 
@@ -79,8 +76,8 @@ async def test_edited_file_is_resent_and_the_stale_context_pruned(services, prov
     await services.chat.chat(Ask("one", Where(A)))
     services.app.files.change(A, 2, [TextChange("2", Range(Position(0, 4), Position(0, 5)))])
     await services.chat.chat(Ask("two", Where(A)))
-    sent = envelopes(provider.requests[1])
-    assert [e["content"] for e in sent] == ["x = 2\n"]
+    sent = file_blocks(provider.requests[1])
+    assert [b.text for b in sent] == ["x = 2\n"]
     hidden = [m for m in await stored(services) if m.hidden]
     assert [m.fingerprint for m in hidden] == [services.app.files.get(A).fingerprint]
 
@@ -199,5 +196,5 @@ async def test_prompts_dir_templates_take_precedence(tmp_path):
     await services.chat.chat(Ask("ahoy"))
     system = provider.requests[0].messages[0]
     assert system.role == "system" and system.content.startswith("You are a terse pirate.")
-    assert "virtual_file_context" in system.content  # the code-owned guard is rendered in
+    assert "followed by the file's content in a fenced block" in system.content  # the code-owned guard
     await close(services)

@@ -4,11 +4,10 @@ that every prompt carries each included file's newest fingerprint, once, and not
 
 from __future__ import annotations
 
-import json
-
 from margin.core.budget import Item, Section, plan, safety_margin
+from margin.core.file_block import parse_file_blocks
 from margin.core.tokens.local import tiktoken_counter
-from margin.core.vfs import Position, Range, TextChange
+from margin.core.vfs import Position, Range, TextChange, fingerprint
 from margin.core.where import Where
 from margin.services.chat import Ask
 from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services
@@ -62,13 +61,12 @@ async def test_fifty_turns_over_five_edited_files(tmp_path):
 
     assert len(provider.requests) == TURNS
     for turn, request in enumerate(provider.requests):
-        sent = [json.loads(part) for message in request.messages for part in message.content.split("\n\n")
-                if part.startswith('{"type": "virtual_file_context"')]
-        ids = [envelope["file_id"] for envelope in sent]
+        sent = [block for message in request.messages for block in parse_file_blocks(message.content)]
+        ids = [block.file_id for block in sent]
         assert len(ids) == len(set(ids)), f"turn {turn}: a file sent twice"
-        for envelope in sent:
-            assert envelope["fingerprint"] == expected[turn][f"{WS}/{envelope['file_id']}"], (
-                f"turn {turn}: stale {envelope['file_id']}")
+        for block in sent:
+            assert fingerprint(block.text) == expected[turn][f"{WS}/{block.file_id}"], (
+                f"turn {turn}: stale {block.file_id}")
         assert len(sent) == 5, f"turn {turn}: a file is missing"
 
     counter = tiktoken_counter("o200k_base")
