@@ -61,16 +61,18 @@ def _one_line(file_id: str) -> str:
     return file_id.replace("\r", "\\r").replace("\n", "\\n")
 
 
+def file_header(file_id: str, language: str, *notes: str) -> str:
+    """The line that names a file in every prompt: `File <file_id> (<language>, <notes>…)`."""
+    return f"File {_one_line(file_id)} ({', '.join([info_string(language) or 'text', *notes])})"
+
+
 def render_file(file_id: str, language: str, fingerprint: str, text: str) -> str:
     """The file as the model sees it: header, then the raw text in a fence no content can close."""
-    language = info_string(language)
-    notes = [language or "text", fingerprint[:FINGERPRINT_SHOWN]]
     no_final = bool(text) and not text.endswith("\n")
-    if no_final:
-        notes.append(NO_FINAL_NEWLINE)
+    notes = [fingerprint[:FINGERPRINT_SHOWN], *([NO_FINAL_NEWLINE] if no_final else [])]
     bar = fence_bar(text)
     body = text + "\n" if no_final else text
-    return f"File {_one_line(file_id)} ({', '.join(notes)})\n{bar}{language}\n{body}{bar}"
+    return f"{file_header(file_id, language, *notes)}\n{bar}{info_string(language)}\n{body}{bar}"
 
 
 @dataclass(frozen=True)

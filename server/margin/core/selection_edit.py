@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from margin.core.budget import Item, Plan, Section, plan
 from margin.core.editops import json_answer_fragment, parse_answer
-from margin.core.file_block import fence
+from margin.core.file_block import fence, file_header
 from margin.core.llm import ChatMessage
 from margin.core.trim import line_trimmer
 
@@ -187,7 +187,7 @@ the region (each lends what it does not need to the other)."""
 
 
 def _message(edit: EditInput, before: str, after: str) -> str:
-    parts = [f"File: {edit.file_id} ({edit.language})"]
+    parts = [file_header(edit.file_id, edit.language)]
     if before:
         parts.append("Code before the part to rewrite:\n" + fence(before, edit.language))
     parts.append("The code to rewrite:\n" + fence(edit.shown, edit.language))

@@ -99,7 +99,7 @@ async def test_a_preset_rewrites_the_selection_of_the_exact_text_the_model_saw(s
     assert json.dumps(selection_reply_schema(), separators=(",", ":")) in system.content
     assert "```python\ndef total(n):\n    return n + total(n - 1) if n else 0\n```" in user.content
     assert user.content.endswith("Instruction: Simplify the code.")
-    assert user.content.startswith("File: a.py (python)")
+    assert user.content.startswith("File a.py (python)\n")
     assert outcome.budget.counted > 0 and outcome.budget.exact
     assert outcome.budget.tokenizer == "tiktoken:o200k_base"
     threads = await service.app.storage.run(lambda store: store.list_threads(None))
