@@ -96,6 +96,10 @@ class FakeBackend:
         self.requests: list[dict[str, Any]] = []
         self.gets: list[str] = []
         self.headers: list[dict[str, str]] = []
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        """(path, JSON body) of every POST to another endpoint than /v1/chat/completions"""
+        self.routes: dict[str, list[Step]] = {}
+        """scripted answers (`status` or `raw` steps) for other POST endpoints, by path; 404 when none"""
         self._steps: list[Step] = []
         self._get_delay_s = 0.0
         self._slow_gets_left: dict[str, int | None] = {}
@@ -193,8 +197,16 @@ class FakeBackend:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw_body = self.rfile.read(length)
-                if self.path.split("?", 1)[0] != "/v1/chat/completions":
-                    self._json(404, {"error": {"message": "not found"}})
+                path = self.path.split("?", 1)[0]
+                if path != "/v1/chat/completions":
+                    with fake._lock:
+                        fake.posts.append((path, json.loads(raw_body or b"{}")))
+                        steps = fake.routes.get(path)
+                        step = steps.pop(0) if steps else None
+                    if step is None:
+                        self._json(404, {"error": {"message": "not found"}})
+                    else:
+                        getattr(self, f"_do_{step.kind}")(step, {})
                     return
                 body = json.loads(raw_body or b"{}")
                 step = fake._next_step(body, {k.lower(): v for k, v in self.headers.items()})

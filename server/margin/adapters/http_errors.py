@@ -18,6 +18,7 @@ from margin.core.llm import (
     ContextTooLarge,
     MalformedResponse,
     MalformedStream,
+    NotSupported,
     ProviderError,
 )
 
@@ -92,6 +93,9 @@ def error_from_body(status: int, body: bytes | str | dict[str, Any], base_url: s
         )
 
     detail = f"HTTP {status}" + (f": {message[:_DETAIL_LIMIT]}" if message else "")
+    if err_type == "not_supported_error" or status in (405, 501):
+        return NotSupported(f"The backend at {base_url} does not support this request ({detail}).",
+                            status=status, base_url=base_url)
     if status in (401, 403):
         advice = "Check the API key: set apiKeyEnv to the name of the variable that holds it."
     elif status == 404:

@@ -25,6 +25,7 @@ from margin.core.llm import (
     ChatRequest,
     MalformedResponse,
     MalformedStream,
+    NotSupported,
     ProviderError,
     Usage,
 )
@@ -144,6 +145,32 @@ class OpenAICompatibleProvider:
             (time.perf_counter() - started) * 1000,
         )
         return reply
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` POSTed to `path` under the base URL, or under the server's root for `//path`
+        (llama.cpp's `/infill`); the JSON answer. A 404 here means the endpoint is missing."""
+        url = f"{server_root(self.base_url)}{path[1:]}" if path.startswith("//") else f"{self.base_url}{path}"
+        if self._on_request is not None:
+            self._on_request(url, body)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.post(url, json=body)
+        except TimeoutError:
+            raise self._transport_error(httpx.ReadTimeout("deadline"), streaming=False) from None
+        except httpx.HTTPError as error:
+            raise self._transport_error(error, streaming=False) from error
+        if response.status_code == 404:
+            raise NotSupported(f"The backend at {self.base_url} has no {path.lstrip('/')} endpoint (HTTP 404).",
+                               status=404, base_url=self.base_url)
+        if response.status_code >= 400:
+            raise error_from_body(response.status_code, response.content, self.base_url)
+        try:
+            answer = response.json()
+        except ValueError:
+            raise self._malformed("a reply that is not JSON") from None
+        if not isinstance(answer, dict):
+            raise self._malformed("a reply that is not a JSON object")
+        return answer
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         url, payload = self._sending(self._payload(request, stream=True))

@@ -7,7 +7,9 @@ Errors (every one is a `ProviderError`; `kind` is a stable short name for logs):
     ├── BackendUnreachable      nothing answers at baseUrl (refused, DNS, TLS)      "unreachable"
     ├── BackendTimeout          no answer, or a stalled stream, within timeoutS     "timeout"
     ├── BackendHTTPError        an HTTP error status from the backend               "http_status"
-    │   └── ContextTooLarge     the prompt does not fit the model's window          "context_too_large"
+    │   ├── ContextTooLarge     the prompt does not fit the model's window          "context_too_large"
+    │   └── NotSupported        the backend does not offer that endpoint or feature "not_supported"
+    │                           (404/405/501, or llama.cpp's `not_supported_error`)
     └── MalformedResponse       a reply that is not the OpenAI shape                "malformed_response"
         └── MalformedStream     a stream with a broken chunk, or cut before the end "malformed_stream"
 
@@ -105,6 +107,12 @@ class LLMProvider(Protocol):
 
     async def probe(self, model: str | None = None) -> BackendInfo: ...
 
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` to `path` — under the base URL (`/completions`, `/fim/completions`), or
+        under the server's root when it starts with `//` (`//infill`) — and return the JSON
+        answer, within the provider's timeout, with the same typed errors."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -154,6 +162,13 @@ class ContextTooLarge(BackendHTTPError):
         super().__init__(message, status=status, base_url=base_url)
         self.prompt_tokens = prompt_tokens
         self.context_window = context_window
+
+
+class NotSupported(BackendHTTPError):
+    """The backend does not offer the endpoint or feature asked for (e.g. llama.cpp's /infill
+    for a model without fill-in-the-middle tokens): worth remembering, not retrying."""
+
+    kind = "not_supported"
 
 
 class MalformedResponse(ProviderError):

@@ -18,6 +18,7 @@ from margin.core.llm import (
     ContextTooLarge,
     MalformedResponse,
     MalformedStream,
+    NotSupported,
 )
 from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
 
@@ -376,3 +377,26 @@ async def test_an_observer_sees_each_request_exactly_as_sent(fake):
     assert [url for url, _ in seen] == [f"{fake.base_url}/chat/completions"] * 2
     assert [body for _, body in seen] == fake.requests  # the very bodies the server received
     assert "sk-secret" not in repr(seen)  # the key travels in a header, never in what is shown
+
+
+async def test_post_json_reaches_other_endpoints_and_tells_unsupported_from_failed(fake):
+    seen: list[tuple[str, dict]] = []
+    provider = OpenAICompatibleProvider(fake.base_url, timeout_s=10, on_request=lambda url, body: seen.append((url, body)))
+    fake.routes["/infill"] = [raw(json.dumps({"content": "x)", "timings": {"prompt_n": 3}})),
+                              status(501, {"error": {"code": 501, "type": "not_supported_error",
+                                                     "message": "Infill is not supported by this model"}})]
+    fake.routes["/v1/completions"] = [status(500, {"error": {"message": "boom"}})]
+    try:
+        answer = await provider.post_json("//infill", {"input_prefix": "f(", "input_suffix": "\n"})
+        assert answer == {"content": "x)", "timings": {"prompt_n": 3}}
+        assert fake.posts[0] == ("/infill", {"input_prefix": "f(", "input_suffix": "\n"})
+        assert seen[0] == (f"{server_root(fake.base_url)}/infill", {"input_prefix": "f(", "input_suffix": "\n"})
+        with pytest.raises(NotSupported, match="does not support"):
+            await provider.post_json("//infill", {})
+        with pytest.raises(BackendHTTPError) as failed:
+            await provider.post_json("/completions", {"prompt": "x"})
+        assert not isinstance(failed.value, NotSupported) and failed.value.status == 500
+        with pytest.raises(NotSupported, match="no fim/completions endpoint"):
+            await provider.post_json("/fim/completions", {"prompt": "x"})
+    finally:
+        await provider.aclose()
