@@ -1,0 +1,91 @@
+"""How a completion reaches a backend (SPEC J), chosen per backend by what it is and what it
+answers, and remembered: a route that fails as unsupported is not tried again for that backend.
+
+    infill               llama.cpp `/infill` — when the served model has fill-in-the-middle tokens
+    mistral-fim          Mistral's `/fim/completions` (Codestral)
+    completions-suffix   `/completions` with `suffix` (Ollama and other OpenAI-style servers)
+    raw-fim              `/completions` with the model family's FIM tokens in the prompt (vLLM,
+                         which rejects `suffix`)
+    chat                 a chat model asked to fill the hole, answering one JSON field — works
+                         everywhere, so it is always the last resort
+
+Whether llama.cpp's model has FIM tokens is asked of llama.cpp itself: a one-token `/infill`
+request answers `not_supported_error` when it has not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Literal
+from urllib.parse import urlsplit
+
+from margin.core.llm import BackendInfo, LLMProvider, NotSupported, ProviderError
+
+log = logging.getLogger(__name__)
+
+Route = Literal["infill", "mistral-fim", "completions-suffix", "raw-fim", "chat"]
+INFILL_PROBE = {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1, "cache_prompt": False}
+
+
+def candidate_routes(info: BackendInfo, base_url: str, model: str | None, knows_fim_family: bool) -> list[Route]:
+    """The routes worth trying for this backend, best first; `knows_fim_family`: the model's
+    name says which FIM tokens it was trained with."""
+    host = urlsplit(base_url).hostname or ""
+    name = (model or "").lower()
+    if info.kind == "llama.cpp":
+        return ["infill", "chat"]
+    if host.endswith("mistral.ai") or "codestral" in name:
+        return ["mistral-fim", "chat"]
+    if host.endswith("openai.com"):
+        return ["chat"]
+    if info.kind == "vllm":
+        return ["raw-fim", "chat"] if knows_fim_family else ["chat"]
+    return ["completions-suffix", "raw-fim", "chat"] if knows_fim_family else ["chat"]
+
+
+class RouteMemory:
+    """The route each backend (base URL and model) uses, found once; routes that failed as
+    unsupported are never tried again for it (until the settings point elsewhere)."""
+
+    def __init__(self) -> None:
+        self._unsupported: dict[tuple[str, str | None], set[Route]] = {}
+        self._chosen: dict[tuple[str, str | None], asyncio.Task[Route]] = {}
+
+    def unsupported(self, base_url: str, model: str | None, route: Route) -> None:
+        """`route` failed as unsupported: forget the choice, and skip it from now on."""
+        key = (base_url, model)
+        self._unsupported.setdefault(key, set()).add(route)
+        self._chosen.pop(key, None)
+        log.info("completion route unsupported base_url=%s route=%s", base_url, route)
+
+    def usable(self, base_url: str, model: str | None, routes: list[Route]) -> list[Route]:
+        skip = self._unsupported.get((base_url, model), set())
+        return [route for route in routes if route not in skip] or ["chat"]
+
+    async def route(self, provider: LLMProvider, info: BackendInfo, base_url: str, model: str | None,
+                    knows_fim_family: bool) -> Route:
+        """The route to use now: found by probing the first time (concurrent callers share one
+        probe), then remembered."""
+        key = (base_url, model)
+        chosen = self._chosen.get(key)
+        if chosen is None or (chosen.done() and (chosen.cancelled() or chosen.exception() is not None)):
+            routes = self.usable(base_url, model, candidate_routes(info, base_url, model, knows_fim_family))
+            chosen = self._chosen[key] = asyncio.ensure_future(self._first_working(provider, base_url, model, routes))
+        return await asyncio.shield(chosen)
+
+    async def _first_working(self, provider: LLMProvider, base_url: str, model: str | None,
+                             routes: list[Route]) -> Route:
+        for route in routes:
+            if route != "infill":
+                return route  # the others are found out on first use (unsupported is remembered)
+            try:
+                await provider.post_json("//infill", INFILL_PROBE)
+                return route
+            except NotSupported:
+                self._unsupported.setdefault((base_url, model), set()).add(route)
+                log.info("completion route unsupported base_url=%s route=%s", base_url, route)
+            except ProviderError as error:  # unreachable or failing now: not a verdict on the route
+                log.info("completion route probe failed base_url=%s route=%s error=%s", base_url, route, error.kind)
+                raise
+        return "chat"
