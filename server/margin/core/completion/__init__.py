@@ -1,0 +1,1 @@
+"""Inline completion: the pure parts."""
