@@ -2,9 +2,9 @@
 answers, and remembered: a route that fails as unsupported is not tried again for that backend.
 
     infill               llama.cpp `/infill` — when the served model has fill-in-the-middle tokens
-    mistral-fim          Mistral's `/fim/completions` (Codestral)
-    completions-suffix   `/completions` with `suffix` (Ollama and other OpenAI-style servers)
-    raw-fim              `/completions` with the model family's FIM tokens in the prompt (vLLM,
+    mistral_fim          Mistral's `/fim/completions` (Codestral)
+    completions_suffix   `/completions` with `suffix` (Ollama and other OpenAI-style servers)
+    raw_fim              `/completions` with the model family's FIM tokens in the prompt (vLLM,
                          which rejects `suffix`)
     chat                 a chat model asked to fill the hole, answering one JSON field — works
                          everywhere, so it is always the last resort
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Literal
 from urllib.parse import urlsplit
 
+from margin.core.completion.formats import Route
 from margin.core.llm import BackendInfo, LLMProvider, NotSupported, ProviderError
 
 log = logging.getLogger(__name__)
 
-Route = Literal["infill", "mistral-fim", "completions-suffix", "raw-fim", "chat"]
 INFILL_PROBE = {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1, "cache_prompt": False}
 
 
@@ -36,12 +35,12 @@ def candidate_routes(info: BackendInfo, base_url: str, model: str | None, knows_
     if info.kind == "llama.cpp":
         return ["infill", "chat"]
     if host.endswith("mistral.ai") or "codestral" in name:
-        return ["mistral-fim", "chat"]
+        return ["mistral_fim", "chat"]
     if host.endswith("openai.com"):
         return ["chat"]
     if info.kind == "vllm":
-        return ["raw-fim", "chat"] if knows_fim_family else ["chat"]
-    return ["completions-suffix", "raw-fim", "chat"] if knows_fim_family else ["chat"]
+        return ["raw_fim", "chat"] if knows_fim_family else ["chat"]
+    return ["completions_suffix", "raw_fim", "chat"] if knows_fim_family else ["chat"]
 
 
 class RouteMemory:

@@ -59,12 +59,12 @@ async def test_a_failed_probe_is_no_verdict_and_is_tried_again():
 
 @pytest.mark.parametrize("kind, base_url, model, family, expected", [
     ("llama.cpp", "http://127.0.0.1:8080/v1", None, False, ["infill", "chat"]),
-    ("openai-compatible", "https://api.mistral.ai/v1", "codestral-latest", True, ["mistral-fim", "chat"]),
+    ("openai-compatible", "https://api.mistral.ai/v1", "codestral-latest", True, ["mistral_fim", "chat"]),
     ("openai-compatible", "https://api.openai.com/v1", "gpt-5", False, ["chat"]),
-    ("vllm", "http://gpu:8000/v1", "Qwen/Qwen2.5-Coder-7B", True, ["raw-fim", "chat"]),
+    ("vllm", "http://gpu:8000/v1", "Qwen/Qwen2.5-Coder-7B", True, ["raw_fim", "chat"]),
     ("vllm", "http://gpu:8000/v1", "meta-llama/Llama-3.1-8B-Instruct", False, ["chat"]),
     ("openai-compatible", "http://127.0.0.1:11434/v1", "qwen2.5-coder:7b", True,
-     ["completions-suffix", "raw-fim", "chat"]),
+     ["completions_suffix", "raw_fim", "chat"]),
     ("openai-compatible", "http://127.0.0.1:11434/v1", "llama3.2", False, ["chat"]),
 ])
 def test_the_routes_worth_trying_per_backend(kind, base_url, model, family, expected):
