@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from margin.adapters.sqlite_store import SQLiteThreadStore
-from margin.core.llm import BackendInfo, ChatDelta, ChatReply, ChatRequest, Usage
+from margin.core.llm import BackendInfo, ChatDelta, ChatReply, ChatRequest, NotSupported, Usage
 from margin.core.tokens.choice import TokenizerChoice
 from margin.core.tokens.counter import LocalCounter
 from margin.services.app import MarginApp
@@ -99,6 +99,12 @@ class FakeProvider:
         self.made: list[tuple[str, float, str | None]] = []
         """(base_url, timeout_s, api_key) of each time the app asked the factory for a provider"""
         self._steps: list[Step] = list(steps)
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        """(path, body) of every post_json call (completion routes)"""
+        self.post_answers: dict[str, list[Any]] = {}
+        """by path: the answers to give, in order — a dict (the JSON answer), an exception to
+        raise, or a callable of (path, body) returning either (awaited if need be); with none
+        left, a path answers NotSupported, as a backend without that endpoint does"""
 
     def script(self, *steps: Step) -> None:
         self._steps.extend(steps)
@@ -165,6 +171,16 @@ class FakeProvider:
         step = await self._next(request)
         async for delta in self._play(step):
             yield delta
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.posts.append((path, body))
+        answers = self.post_answers.get(path)
+        answer: Any = answers.pop(0) if answers else NotSupported(f"no {path} here", status=404)
+        if callable(answer) and not isinstance(answer, (BaseException, dict)):
+            answer = await _maybe_await(answer(path, body))
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
     async def probe(self, model: str | None = None) -> BackendInfo:
         self.probes += 1

@@ -22,11 +22,13 @@ DATA_GUARD = (
 
 
 def _code_fragments() -> dict[str, str]:
+    from margin.core.completion.formats import hole_answer_fragment
     from margin.core.editops import ops_schema_fragment
     from margin.core.selection_edit import SELECTION_GUARD, selection_reply_fragment
 
     return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(),
-            "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment()}
+            "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment(),
+            "hole_answer": hole_answer_fragment()}
 
 
 CODE_FRAGMENTS: dict[str, str] = _code_fragments()

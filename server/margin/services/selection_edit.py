@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal, Sequence
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
@@ -31,12 +31,11 @@ from margin.core.selection_edit import (
     fit_replacement,
     fix_instruction,
 )
-from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
 from margin.services.errors import RequestError
 from margin.services.profile import resolve_profile, snapshot
-from margin.services.structured import ask_json, fit_prompt, framing_tokens
+from margin.services.structured import ask_json, fit_prompt, framing_tokens, sync_count
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +156,7 @@ class SelectionEditService:
         after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
         edit = EditInput(profile.system, profile.optional_system,
                          file_id, base.language_id, before, region.shown, after, instruction)
-        count = await self._count_function(counter, edit)
+        count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
         framing = await framing_tokens(counter)
         try:
             assembly, counted = await fit_prompt(
@@ -193,22 +192,3 @@ class SelectionEditService:
             raise SelectionEditError(f"Not applied: {file_id} changed where the edit goes while Margin was "
                                      "working. Choose the action again.")
         return SelectionEditOutcome(base, current, plan, budget)
-
-    @staticmethod
-    async def _count_function(counter: TokenCounter, edit: EditInput) -> Callable[[str], int]:
-        """A synchronous count for the assembler. An in-process tokenizer counts anything
-        exactly; a server's tokenizer counts the fixed texts and each line of the code around
-        the selection once, and a joined run of lines is estimated as the sum of its lines
-        (the whole prompt is then counted exactly, and cut further if the estimate fell short)."""
-        if isinstance(counter, LocalCounter):
-            return counter.count
-        lines = [*edit.before.splitlines(keepends=True), *edit.after.splitlines(keepends=True)]
-        texts = list(dict.fromkeys([*fixed_texts(edit), *lines]))
-        known = dict(zip(texts, await counter.count_texts(texts)))
-
-        def count(text: str) -> int:
-            found = known.get(text)
-            return found if found is not None else sum(known.get(line, len(line))
-                                                       for line in text.splitlines(keepends=True))
-
-        return count

@@ -42,6 +42,24 @@ async def framing_tokens(counter: TokenCounter) -> int:
     return await counter.count_chat([]) if isinstance(counter, LocalCounter) else 0
 
 
+async def sync_count(counter: TokenCounter, texts: Sequence[str], code: Sequence[str]) -> Callable[[str], int]:
+    """A synchronous count for an assembler. An in-process tokenizer counts anything exactly; a
+    server's tokenizer counts `texts` and each line of `code` once (in one request), and any
+    other text — a joined run of lines — is estimated as the sum of its lines (the whole prompt
+    is then counted exactly where it matters, and cut further if the estimate fell short)."""
+    if isinstance(counter, LocalCounter):
+        return counter.count
+    lines = [line for text in code for line in text.splitlines(keepends=True)]
+    wanted = list(dict.fromkeys([*texts, *lines]))
+    known = dict(zip(wanted, await counter.count_texts(wanted)))
+
+    def count(text: str) -> int:
+        found = known.get(text)
+        return found if found is not None else sum(known.get(line, len(line)) for line in text.splitlines(keepends=True))
+
+    return count
+
+
 async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int) -> tuple[A, int]:
     """Assemble for the window, count the prompt whole, and if framing the estimate could not
     see makes it larger than the limit, assemble again with that much less room (a few rounds
