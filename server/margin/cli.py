@@ -1,6 +1,6 @@
 """`margin`: Margin from a terminal, over the same services as the language server:
-`margin doctor`, `margin chat`, `margin explain`, `margin edit`, `margin threads`. The workspace is the
-current folder; `--file` opens files as the editor would.
+`margin doctor`, `margin chat`, `margin explain`, `margin edit`, `margin complete`,
+`margin threads`. The workspace is the current folder; `--file` opens files as the editor would.
 
 Settings come from a JSON file holding the same object as the editor's `margin` section
 (`--settings FILE`, else $MARGIN_SETTINGS, else `settings.json` in Margin's user config
@@ -246,6 +246,35 @@ async def _edit(args: argparse.Namespace) -> int:
         return 0
 
 
+def _line_col(value: str) -> tuple[int, int]:
+    line, sep, col = value.partition(":")
+    if not sep or not line.isdigit() or not col.isdigit() or int(line) < 1 or int(col) < 1:
+        raise argparse.ArgumentTypeError(f"expected LINE:COL counted from 1, got {value!r}")
+    return int(line), int(col)
+
+
+async def _complete(args: argparse.Namespace) -> int:
+    """The inline completion at FILE's LINE:COL (from 1, columns in characters): the suggestion
+    on standard output, the route and the budget on standard error."""
+    from margin.core.vfs import Position, PositionEncoding
+    from margin.services.completion import CompletionRequest, CompletionService
+
+    line, col = args.position
+    async with running_app(args) as (app, _):
+        _, uris = _services(app, [args.file])
+        app.files.encoding = PositionEncoding.UTF32  # columns in characters, as a person counts them
+        outcome = await CompletionService(app).complete(CompletionRequest(uris[0], Position(line - 1, col - 1)))
+        where = f"route {outcome.route or 'none'}" + (f" · {_budget_line(outcome.budget)}" if outcome.budget else "")
+        if outcome.suggestion is None:
+            print(f"margin: no suggestion ({outcome.reason}) [{where}]", file=sys.stderr)
+            return 1
+        sys.stdout.write(outcome.suggestion.text + ("\n" if not outcome.suggestion.text.endswith("\n") else ""))
+        replaces = f" · replaces {outcome.suggestion.replaces} characters after the cursor" \
+            if outcome.suggestion.replaces else ""
+        print(f"[{where}{replaces}]", file=sys.stderr)
+        return 0
+
+
 async def _threads(args: argparse.Namespace) -> int:
     import datetime
 
@@ -300,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     edit.add_argument("--apply", action="store_true",
                       help="write the change, if the file is still exactly what the model read")
     edit.set_defaults(run=_edit, message=[])
+    complete = commands.add_parser("complete", help="the inline completion at FILE's LINE:COL")
+    complete.add_argument("file", help="the file")
+    complete.add_argument("position", type=_line_col, metavar="LINE:COL", help="the cursor, counted from 1")
+    complete.set_defaults(run=_complete)
     threads = commands.add_parser("threads", help="list the conversation threads of this folder")
     threads.add_argument("--all", action="store_true", help="every workspace's threads")
     threads.set_defaults(run=_threads)

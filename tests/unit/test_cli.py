@@ -8,6 +8,7 @@ import sys
 
 from margin import __version__
 from tests.conftest import clean_env
+from tests.fakes.fake_openai import reply
 
 
 def margin(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
@@ -117,8 +118,6 @@ def chat_env(fake, tmp_path, **extra):
 
 
 def test_chat_streams_the_reply_and_keeps_the_thread(fake, tmp_path):
-    from tests.fakes.fake_openai import reply
-
     (tmp_path / "a.py").write_text("def f():\n    return 1\n")
     fake.script(reply("It returns one."))
     result = margin("chat", "--file", "a.py", "what", "does", "f", "return?", env=chat_env(fake, tmp_path), cwd=tmp_path)
@@ -160,8 +159,6 @@ def test_chat_names_a_file_it_cannot_read(fake, tmp_path):
 
 
 def edit_answer(ops):
-    from tests.fakes.fake_openai import reply
-
     return reply(json.dumps({"assistant_message": "Returns 2 now.", "ops": ops}))
 
 
@@ -199,8 +196,6 @@ def test_edit_that_is_refused_writes_nothing_and_says_why(fake, tmp_path):
 
 
 def test_show_requests_prints_the_exact_request_on_stderr(fake, tmp_path):
-    from tests.fakes.fake_openai import reply
-
     fake.script(reply("Yes."))
     result = margin("chat", "is", "this", "shown?", env=chat_env(fake, tmp_path, MARGIN_SHOW_REQUESTS="1"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -209,3 +204,19 @@ def test_show_requests_prints_the_exact_request_on_stderr(fake, tmp_path):
     body, _ = json.JSONDecoder().raw_decode(rest)  # the thread line and anything else follow it
     assert body == fake.requests[0]
     assert result.stdout.strip() == "Yes."
+
+
+def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
+    (tmp_path / "calc.py").write_text("def add(a, b):  # 😀 sums\n    return \n")
+    fake.script(reply(json.dumps({"completion": "a + b"})))  # llama.cpp without FIM: the chat route
+    env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base"}
+    result = margin("complete", "calc.py", "2:12", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "a + b\n"
+    assert "route chat" in result.stderr and "tiktoken:o200k_base, exact" in result.stderr
+    assert [path for path, _ in fake.posts] == ["/infill"]  # asked once whether the model can fill in
+    hole = fake.requests[0]["messages"][-1]["content"]
+    assert "    return {{FILL_HERE}}\n" in hole and "def add(a, b):  # 😀 sums\n" in hole
+    bad = margin("complete", "calc.py", "0:1", env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "LINE:COL counted from 1" in bad.stderr

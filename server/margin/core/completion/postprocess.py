@@ -1,0 +1,390 @@
+"""Post-processing of inline completion: what a model returns for a fill-in-the-middle request
+becomes the suggestion shown at the cursor, or nothing.
+
+In order: the family's special tokens, `<think>` blocks and Markdown fences go; a repeat of what
+is already typed goes; one line only when the cursor is mid-line; continuation lines take the
+file's indentation; the suggestion stops at the end of the block, before a line the file already
+has next, and after `MAX_LINES`; its tail that the text after the cursor already holds goes;
+auto-closed characters after the cursor that the suggestion also closes are replaced, not
+doubled. Nothing useful left (empty, whitespace, or only what is already there): None."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from margin.core.completion.code_shape import (
+    CLOSERS,
+    Brackets,
+    IndentStyle,
+    anchor,
+    closes_block,
+    detect_indent,
+    indent_of,
+    line_width,
+    misfit,
+    only_closers,
+    opens_block,
+    reindent,
+    reopens_block,
+    state_at,
+    width,
+)
+
+MAX_LINES = 16
+"""A multi-line suggestion stops after this many lines."""
+MAX_ECHO_LINES = 40
+"""How many lines before the cursor a model's repeat of them is recognised for."""
+MIN_ECHO_CHARS = 6
+"""A repeat of the lines above the cursor is dropped only when it is this long (stripped), so a
+repeated `}` or `end` is kept."""
+CONTEXT_LINES = 400
+"""Lines of the prefix read to detect the file's indentation and open fences."""
+
+END_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "<|eot_id|>",
+              "<|end_of_text|>", "<|end|>", "<|file_separator|>", "<EOT>", "<file_sep>",
+              "<｜end▁of▁sentence｜>")
+"""Tokens after which nothing the model wrote belongs to the middle."""
+KNOWN_TOKENS = END_TOKENS + (
+    "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|im_start|>",
+    "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>", "<repo_name>",
+    "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>")
+"""Special tokens stripped whatever the family; `[SUFFIX]`, `<PRE>` and the like can be code,
+so they count only when the context names them."""
+_END_LIKE = re.compile(r"endof|end_of|eot|eos\b|file_sep|fim_pad|im_end|</s>", re.I)
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_FENCE = re.compile(r"^[ \t]*```", re.M)
+_LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
+_STATEMENT = re.compile(
+    r"[ \t]*(?:(?:async )?def|class|import|from|fn|pub|func|function|export|const|let|var|type|struct|"
+    r"impl|static|int|void|local|package|interface|enum|#include|#define)\b|@|\}")
+FIT_LINES = 8
+"""Lines after the cursor's that the suggestion's brackets are checked against."""
+SCAN_LINES = 120
+"""Lines before the cursor scanned for what is open at it, from the last of the least indented
+that start a definition or statement (outside any string)."""
+
+
+@dataclass(frozen=True)
+class CompletionContext:
+    prefix: str
+    """the document's text before the cursor (what the model was shown may be shorter)"""
+    suffix: str
+    """the document's text after the cursor"""
+    language: str
+    """LSP language id: "python", "typescript", "rust", "go", "c", ..."""
+    fim_tokens: tuple[str, ...] = ()
+    """special tokens of the model family that must never reach the user"""
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    text: str
+    """what to insert at the cursor"""
+    replaces: int
+    """how many characters right after the cursor (on its line) the suggestion replaces: the
+    auto-closed characters it already contains"""
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    """What the rules need to know about where the cursor is (line breaks normalised)."""
+    language: str
+    suffix: str
+    typed: str          # the cursor's line up to the cursor
+    rest: str           # the cursor's line after the cursor
+    above: list[str]    # whole lines before the cursor's line, the last MAX_ECHO_LINES
+    next_line: str | None  # the first non-blank line after the cursor's line
+    style: IndentStyle | None
+    in_fence: bool      # inside a Markdown fence of the document (a docstring's example)
+    state: tuple[str, ...]  # brackets, strings, a comment open where the cursor's line starts
+
+    @property
+    def auto_closed(self) -> bool:
+        """The cursor's line goes on with closing characters only, right after the cursor."""
+        return self.rest[:1] in CLOSERS and only_closers(self.rest)
+
+    @property
+    def midline(self) -> bool:
+        return bool(self.rest.strip()) and not self.auto_closed
+
+    @property
+    def prev_line(self) -> str | None:
+        return next((line for line in reversed(self.above) if line.strip()), None)
+
+
+def clean(raw: str, context: CompletionContext) -> Suggestion | None:
+    """The suggestion to show, or None when nothing useful is left (empty or whitespace-only)."""
+    crlf = "\r\n" in context.prefix[-2000:] or "\r\n" in context.suffix[:2000]
+    cursor = _cursor(context)
+    tokens = _tokens(context.fim_tokens)
+    text = _strip_markup(raw.replace("\r\n", "\n"), tokens, cursor)
+    if not text or not text.strip():
+        return None
+    lines = _drop_echo(text.split("\n"), cursor)
+    lines = _fix_first_line(lines, cursor)
+    if cursor.midline:
+        lines = lines[:1]
+    lines = reindent(lines, cursor.typed, cursor.prev_line, cursor.language, cursor.style)
+    lines = _limit_scope(lines, cursor)
+    text = _trim_end("\n".join(lines), cursor)
+    text, replaces = _fit(_cut_at_tokens(text, tokens), cursor)
+    if not text.strip() or text == cursor.rest[:replaces]:
+        return None
+    return Suggestion(text.replace("\n", "\r\n") if crlf else text, replaces)
+
+
+def _cursor(context: CompletionContext) -> _Cursor:
+    prefix = context.prefix[-200_000:].replace("\r\n", "\n")
+    suffix = context.suffix.replace("\r\n", "\n")
+    before = prefix.split("\n")[-CONTEXT_LINES:]
+    after = suffix.split("\n", 64)
+    next_line = next((line for line in after[1:64] if line.strip()), None)
+    style = detect_indent("\n".join(before)) or detect_indent("\n".join(after[:64]))
+    fences = len(_FENCE.findall("\n".join(before[:-1])))
+    state: tuple[str, ...] = ()
+    if after[0].strip():
+        window = range(max(len(before) - SCAN_LINES, 0), len(before) - 1)
+        starts = [i for i in window if _STATEMENT.match(before[i])]  # outside any string
+        start = min(reversed(starts), key=lambda i: line_width(before[i]), default=window.start)
+        state = state_at("\n".join(before[start:-1]) + "\n", context.language)
+    return _Cursor(context.language, suffix, before[-1], after[0], before[:-1][-MAX_ECHO_LINES:],
+                   next_line, style, fences % 2 == 1, state)
+
+
+# --- special tokens, <think>, fences ---------------------------------------------------------
+
+def _tokens(fim_tokens: tuple[str, ...]) -> list[str]:
+    named = {t.strip() for t in fim_tokens if t.strip()}
+    return sorted(named | set(KNOWN_TOKENS), key=len, reverse=True)
+
+
+def _is_end(token: str) -> bool:
+    return token in END_TOKENS or bool(_END_LIKE.search(token))
+
+
+def _strip_leading_tokens(text: str, tokens: list[str]) -> str:
+    """`text` without the special tokens it starts with; empty when one of them ends the text."""
+    while True:
+        body = text.lstrip()
+        token = next((t for t in tokens if body.startswith(t)), None)
+        if token is None:
+            return text
+        if _is_end(token):
+            return ""
+        text = body[len(token):]
+
+
+def _cut_at_tokens(text: str, tokens: list[str]) -> str:
+    """`text` up to its first special token: what follows one is not the middle."""
+    cut = min((i for t in tokens if (i := text.find(t)) >= 0), default=-1)
+    return text if cut < 0 else text[:cut]
+
+
+def _strip_thinking(text: str) -> str:
+    """`text` without `<think>` blocks. Nothing when a block opened at the start never closes;
+    everything before a `</think>` with no opening (the template opened it)."""
+    close = text.find(_THINK_CLOSE)
+    if close >= 0 and _THINK_OPEN not in text[:close]:
+        text = _LEADING_BLANK_LINES.sub("", text[close + len(_THINK_CLOSE):])
+    while text.lstrip().startswith(_THINK_OPEN):
+        body = text.lstrip()
+        close = body.find(_THINK_CLOSE)
+        if close < 0:
+            return ""
+        text = _LEADING_BLANK_LINES.sub("", body[close + len(_THINK_CLOSE):])
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
+    opened = text.find(_THINK_OPEN)
+    return text if opened < 0 else text[:opened]
+
+
+def _strip_fences(text: str, cursor: _Cursor) -> str:
+    """The code inside a Markdown fence an instruct model wrapped it in (a sentence ending in
+    `:` before the fence goes too, at the start of a line); the text up to a closing fence.
+    Left alone in Markdown and at, before or inside a fence of the document itself."""
+    document_fence = (cursor.rest + (cursor.next_line or "")).lstrip().startswith("```")
+    if cursor.language == "markdown" or cursor.in_fence or document_fence:
+        return text
+    lines = text.split("\n")
+    nonblank = [i for i, line in enumerate(lines) if line.strip()][:3]
+    prose_allowed = not cursor.typed.strip()  # else the first line continues the cursor's
+    for n, i in enumerate(nonblank):
+        if lines[i].lstrip().startswith("```") and (n == 0 or prose_allowed) and all(
+                lines[j].rstrip().endswith(":") and " " in lines[j].strip() for j in nonblank[:n]):
+            lines = lines[i + 1:]
+            break
+    closing = next((i for i, line in enumerate(lines) if line.lstrip().startswith("```")), None)
+    return "\n".join(lines if closing is None else lines[:closing])
+
+
+def _strip_markup(raw: str, tokens: list[str], cursor: _Cursor) -> str:
+    text = _strip_leading_tokens(raw, tokens)
+    text = _strip_thinking(text)
+    text = _cut_at_tokens(_strip_leading_tokens(text, tokens), tokens)
+    return _strip_fences(text, cursor)
+
+
+# --- what is already typed -----------------------------------------------------------------
+
+def _echo_length(lines: list[str], above: list[str]) -> int:
+    """How many of `lines`' first lines repeat the last lines of `above` (compared stripped),
+    the longest worth dropping; 0 when none."""
+    for j in range(min(len(lines), len(above)), 0, -1):
+        if [line.strip() for line in lines[:j]] != [line.strip() for line in above[-j:]]:
+            continue
+        echoed = "".join(line.strip() for line in lines[:j])
+        if len(echoed) >= MIN_ECHO_CHARS and not only_closers(echoed):
+            return j
+    return 0
+
+
+def _drop_echo(lines: list[str], cursor: _Cursor) -> list[str]:
+    """Without a repeat of the lines above the cursor and of the cursor's line so far."""
+    typed = cursor.typed.lstrip()
+    if not typed.strip():
+        return lines[_echo_length(lines, cursor.above):] or [""]
+    rest = cursor.rest.strip()
+    for j in range(min(len(lines) - 1, len(cursor.above)), -1, -1):
+        if j and [line.strip() for line in lines[:j]] != [l.strip() for l in cursor.above[-j:]]:
+            continue
+        if lines[j].lstrip().startswith(typed) and not (rest and lines[j].startswith(rest)):
+            return [lines[j].lstrip()[len(typed):], *lines[j + 1:]]
+    if not lines[0].strip() and not cursor.rest.strip() and len(lines) > 1:
+        # a new line after a finished one: the finished one may be repeated first
+        n = _echo_length(lines[1:], [*cursor.above, cursor.typed])
+        return [lines[0], *lines[1 + n:]]
+    return lines
+
+
+def _drop_columns(lead: str, columns: int) -> str:
+    while lead and columns > 0:
+        columns -= width(lead[0])
+        lead = lead[1:]
+    return lead
+
+
+def _fix_first_line(lines: list[str], cursor: _Cursor) -> list[str]:
+    """The first line without whitespace already typed: the space the cursor follows, or the
+    indentation of a whitespace-only cursor line that the model wrote again (it writes whole
+    lines: its first line's indentation counts from the start of the line, unless the line
+    above opens a block the cursor is not indented into yet)."""
+    first, typed = lines[0], cursor.typed
+    lead = indent_of(first)
+    if not first.strip() or not lead or not typed or cursor.midline:
+        return lines  # mid-line, leading whitespace may belong with the text after the cursor
+    if typed.strip():
+        return [first.lstrip(" \t") if typed[-1] in " \t" else first, *lines[1:]]
+    if cursor.rest.strip():
+        return lines  # its indentation may lead up to the code after the cursor
+    prev = cursor.prev_line or ""
+    if opens_block(prev, cursor.language) and width(typed) <= line_width(prev):
+        return lines  # the block's level is not typed yet: the model's indentation adds it
+    if width(lead) >= width(typed):  # the model wrote the whole line, indentation included
+        return [_drop_columns(lead, width(typed)) + first.lstrip(" \t"), *lines[1:]]
+    return lines
+
+
+# --- the end of the suggestion ---------------------------------------------------------------
+
+def _closing_allowed(line: str, next_line: str | None) -> bool:
+    """A line closing the block is kept unless the file's next line closes it already."""
+    if next_line is None:
+        return True
+    mine, theirs = line.rstrip(), next_line.rstrip()
+    return line_width(next_line) <= line_width(line) and not (
+        mine.startswith(theirs) or theirs.startswith(mine))
+
+
+def _limit_scope(lines: list[str], cursor: _Cursor) -> list[str]:
+    """The lines up to the end of the block the cursor is in (or opens), before a line the file
+    already has next, at most MAX_LINES."""
+    language, next_line = cursor.language, cursor.next_line
+    head = cursor.typed + lines[0]
+    if (next_line is not None and not cursor.typed.strip() and not cursor.rest.strip()
+            and head.strip() and head.rstrip() == next_line.rstrip()):
+        return [""]
+    ref, opened = anchor(cursor.typed, lines[0], cursor.prev_line, language)
+    limit = ref + 1 if opened else ref
+    brackets = Brackets(language)
+    brackets.feed(head + "\n")
+    opened_here = brackets.depth > 0
+    kept, saw_blank, last = [lines[0]], False, (line_width(head) if head.strip() else ref)
+    for line in lines[1:]:
+        if len(kept) >= MAX_LINES:
+            break
+        if not line.strip():
+            kept.append(line)
+            saw_blank = True
+            continue
+        columns = line_width(line)
+        if next_line is not None and line.rstrip() == next_line.rstrip():
+            break
+        if saw_blank and columns < last:
+            break
+        if columns < limit and not (opened and columns >= ref and reopens_block(line, language)):
+            if closes_block(line, language) and _closing_allowed(line, next_line):
+                kept.append(line)
+            break
+        kept.append(line)
+        brackets.feed(line + "\n")
+        if opened_here and brackets.depth <= 0:
+            break
+        saw_blank, last = False, columns
+    return kept
+
+
+def _trim_end(text: str, cursor: _Cursor) -> str:
+    """Without trailing whitespace, unless it separates the suggestion from a word after the
+    cursor."""
+    rest = cursor.rest
+    if cursor.midline and (rest[:1].isalnum() or rest[:1] == "_"):
+        return text.rstrip("\n")
+    return text.rstrip()
+
+
+def _overlaps(text: str, suffix: str):
+    """Lengths of the tails of `text` the suffix starts with, longest first."""
+    for k in range(min(len(text), len(suffix)), 0, -1):
+        if text[-k:].strip() and suffix.startswith(text[-k:]):
+            yield k
+
+
+def _fit(text: str, cursor: _Cursor) -> tuple[str, int]:
+    """The text and how much after the cursor it replaces: the auto-closed characters it ends
+    with are replaced; its tail is cut when the text after the cursor starts with it (the
+    longest such tail), unless the tail is only punctuation on the cursor's line and the
+    brackets and quotes around come out worse without it (`f(x)` typed in `g(|)`)."""
+    def line(candidate: str, replaces: int) -> str:
+        return candidate + cursor.rest[replaces:]
+
+    kept = (text, _replaces(text, cursor))
+    for k in _overlaps(text, cursor.suffix):
+        option = (text[:-k], _replaces(text[:-k], cursor))
+        if "\n" in text[-k:] or re.search(r"\w", text[-k:]):
+            return option  # the model wrote the code after the cursor again
+        if line(*option) == line(*kept) or _misfit(*option, cursor) > _misfit(*kept, cursor):
+            return kept  # closers of its own (`f(x)` typed in `g(|)`)
+        return option
+    return kept
+
+
+def _misfit(text: str, replaces: int, cursor: _Cursor) -> int:
+    """How badly the suggestion fits the code around it (the next few lines included)."""
+    rest, _, after = cursor.suffix.partition("\n")
+    after = "\n".join(after.split("\n", FIT_LINES)[:FIT_LINES])
+    typed, state, language = cursor.typed, cursor.state, cursor.language  # typed: quotes pair
+    readings = [state, state[:-1]] if state and state[-1] not in "([{" else [state]
+    return sum(misfit(s, typed + text + rest[replaces:], typed + rest, after, language)
+               for s in readings)  # in a docstring or comment, its text may be code too
+
+
+def _replaces(text: str, cursor: _Cursor) -> int:
+    """How many auto-closed characters after the cursor the suggestion ends with itself: of
+    those it ends with, as many as leave the line's brackets and quotes best (the most, when
+    it makes no difference)."""
+    if not cursor.auto_closed:
+        return 0
+    rest, squeezed = cursor.rest.rstrip(), re.sub(r"\s+", "", text)
+    options = [k for k in range(len(rest), 0, -1) if rest[k - 1] not in " \t"
+               and squeezed.endswith(re.sub(r"\s+", "", rest[:k]))]
+    return min([*options, 0], key=lambda k: _misfit(text, k, cursor))

@@ -1,0 +1,202 @@
+"""Inline completion: the suggestion at a cursor, from the `completion` profile.
+
+One request per document is in flight: a newer one cancels the older, which aborts its HTTP
+call. The document is read once, at the request's version; if it has moved on by the time the
+model answers, the answer is dropped (it was for text the user no longer has). A small cache
+answers typing along a shown suggestion, and going back to where it was shown, with no backend
+request. The route (llama.cpp /infill, Mistral FIM, /completions, raw FIM, or a chat model
+filling a hole) is found per backend and remembered (services.completion_routes); the prompt is
+budgeted by exact tokens (core.completion.prompt) and the answer cleaned (core.completion.
+postprocess). A completion never raises for a person to see: no suggestion, and a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from margin.core.budget import BudgetReport
+from margin.core.completion import formats
+from margin.core.completion.postprocess import CompletionContext, Suggestion, clean
+from margin.core.completion.prompt import (
+    CONTEXT_CHARS_PER_TOKEN,
+    CompletionInput,
+    CompletionPrompt,
+    assemble_completion,
+)
+from margin.core.llm import NotSupported, ProviderError
+from margin.core.vfs import Position, VirtualFile
+from margin.services.app import MarginApp
+from margin.services.completion_routes import RouteMemory
+from margin.services.errors import RequestError
+from margin.services.profile import Profile, resolve_profile, snapshot
+from margin.services.structured import ask_json, framing_tokens, sync_count
+
+log = logging.getLogger(__name__)
+
+PROFILE = "completion"
+CACHE_ENTRIES = 64
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    uri: str
+    position: Position
+
+
+@dataclass
+class CompletionOutcome:
+    suggestion: Suggestion | None
+    route: formats.Route | None = None
+    budget: BudgetReport | None = None
+    cached: bool = False
+    reason: str | None = None
+    """why there is no suggestion, for the log and the terminal"""
+
+
+class SuggestionCache:
+    """Recent suggestions by document and the text around the cursor they were made for: the same
+    place again (backspace) gives the same suggestion, and typing its first characters gives the
+    rest — neither asks the backend."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self._entries: OrderedDict[tuple[str, int, int, int], Suggestion] = OrderedDict()
+        self._max = entries
+
+    def store(self, uri: str, prefix: str, suffix: str, suggestion: Suggestion) -> None:
+        key = (uri, len(prefix), hash(prefix), hash(suffix))
+        self._entries[key] = suggestion
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def lookup(self, uri: str, prefix: str, suffix: str) -> Suggestion | None:
+        exact = self._entries.get((uri, len(prefix), hash(prefix), hash(suffix)))
+        if exact is not None:
+            return exact
+        after = hash(suffix)
+        for (known_uri, length, before, known_after), suggestion in reversed(self._entries.items()):
+            if known_uri != uri or known_after != after or length >= len(prefix):
+                continue
+            typed = prefix[length:]
+            if suggestion.text.startswith(typed) and len(typed) < len(suggestion.text) \
+                    and hash(prefix[:length]) == before:
+                return Suggestion(suggestion.text[len(typed):], suggestion.replaces)
+        return None
+
+
+class CompletionService:
+    def __init__(self, app: MarginApp) -> None:
+        self.app = app
+        self.routes = RouteMemory()
+        self.cache = SuggestionCache()
+        self._running: dict[str, asyncio.Task[Any]] = {}
+
+    async def complete(self, request: CompletionRequest) -> CompletionOutcome:
+        file = self.app.files.get(request.uri)
+        if file is None:
+            return CompletionOutcome(None, reason="the document is not open")
+        settings = snapshot(self.app, PROFILE)
+        if not settings.enabled:
+            return CompletionOutcome(None, reason="completion is turned off (completion.enabled)")
+        offset = file.offset_at(request.position, self.app.files.encoding)
+        prefix, suffix = file.text[:offset], file.text[offset:]
+        if (hit := self.cache.lookup(file.uri, prefix, suffix)) is not None:
+            return CompletionOutcome(hit, cached=True)
+        previous = self._running.get(file.uri)
+        if previous is not None and not previous.done():
+            previous.cancel()  # the user typed on: the older answer is of no use any more
+        task = asyncio.current_task()
+        if task is not None:
+            self._running[file.uri] = task
+        try:
+            outcome = await self._ask(file, prefix, suffix, await resolve_profile(self.app, PROFILE, settings))
+        except RequestError as error:
+            log.info("completion not made uri=%s reason=%s", file.uri, type(error).__name__)
+            return CompletionOutcome(None, reason=str(error))
+        finally:
+            if task is not None and self._running.get(file.uri) is task:
+                del self._running[file.uri]
+        current = self.app.files.get(file.uri)
+        if current is None or current.version != file.version:
+            return CompletionOutcome(None, outcome.route, outcome.budget, reason="the document changed meanwhile")
+        if outcome.suggestion is not None:
+            self.cache.store(file.uri, prefix, suffix, outcome.suggestion)
+        return outcome
+
+    async def _ask(self, file: VirtualFile, prefix: str, suffix: str, profile: Profile) -> CompletionOutcome:
+        settings = profile.settings
+        family = formats.family_for(settings.model)
+        info = await self.app.backends.probe(PROFILE, settings)
+        try:
+            route = await self.routes.route(profile.provider, info, settings.base_url, settings.model, family is not None)
+        except ProviderError as error:
+            return CompletionOutcome(None, reason=str(error))
+        file_id = self.app.workspace.file_id(file.uri)
+        for _ in range(3):  # a route found unsupported on first use gives way to the next
+            prompt = await self._prompt(file_id, file.language_id, prefix, suffix, route, family, profile)
+            budget = prompt.plan.report()
+            if prompt.over_budget:
+                log.info("completion over budget uri=%s route=%s", file.uri, route)
+                return CompletionOutcome(None, route, budget, reason=prompt.over_budget)
+            started = time.perf_counter()
+            try:
+                raw = await self._send(route, family, prompt, profile)
+            except NotSupported:
+                self.routes.unsupported(settings.base_url, settings.model, route)
+                route = self.routes.usable(settings.base_url, settings.model, [route, "chat"])[0]
+                continue
+            except ProviderError as error:
+                log.info("completion failed uri=%s route=%s error=%s", file.uri, route, error.kind)
+                return CompletionOutcome(None, route, budget, reason=str(error))
+            strip = family.strip if family is not None else ()
+            suggestion = clean(raw, CompletionContext(prefix, suffix, file.language_id, strip))
+            log.info("completion done uri=%s route=%s prompt_tokens=%d chars_out=%d shown=%s ms=%.0f", file.uri,
+                     route, budget.counted or budget.total, len(raw), suggestion is not None,
+                     (time.perf_counter() - started) * 1000)
+            return CompletionOutcome(suggestion, route, budget, reason=None if suggestion else "nothing useful")
+        return CompletionOutcome(None, route, reason="no route works for this backend")
+
+    async def _prompt(self, file_id: str, language: str, prefix: str, suffix: str, route: formats.Route,
+                      family: formats.FimFamily | None, profile: Profile) -> CompletionPrompt:
+        """The prompt within the profile's window, counted with its tokenizer (the code around the
+        cursor is read only as far as could ever fit)."""
+        counter = profile.counter
+        fixed = formats.fixed_text(route, family, file_id=file_id, language=language, system=profile.system)
+        reach = profile.window * CONTEXT_CHARS_PER_TOKEN
+        count = await sync_count(counter, [fixed], [prefix[-reach:], suffix[:reach]])
+        return assemble_completion(
+            CompletionInput(file_id, language, prefix, suffix), count, context_window=profile.window,
+            reserved_output=profile.max_output_tokens, tokenizer=counter.name, exact=counter.exact,
+            framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed))
+
+    async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,
+                    profile: Profile) -> str:
+        s = profile.settings
+        model = s.model or ""
+        if route == "chat":
+            answer = await ask_json(profile, formats.hole_messages(prompt, profile.system), formats.HoleAnswer,
+                                    schema_name=formats.HOLE_SCHEMA_NAME, described_as="the completion schema",
+                                    smaller="ask for less", retry="")
+            return answer.completion
+        if route == "infill":
+            body = formats.infill_body(prompt, max_tokens=s.max_output_tokens, temperature=s.temperature,
+                                       model=s.model)
+            return str((await profile.provider.post_json("//infill", body)).get("content", ""))
+        if route == "mistral_fim":
+            body = formats.mistral_fim_body(prompt, model=model, max_tokens=s.max_output_tokens,
+                                            temperature=s.temperature)
+            choice = (await profile.provider.post_json("/fim/completions", body)).get("choices", [{}])[0]
+            return str((choice.get("message") or {}).get("content", ""))
+        if route == "raw_fim" and family is not None:
+            body, _ = formats.raw_fim_body(prompt, family, model=model, max_tokens=s.max_output_tokens,
+                                           temperature=s.temperature)
+        else:
+            body = formats.completions_suffix_body(prompt, model=model, max_tokens=s.max_output_tokens,
+                                                   temperature=s.temperature)
+        choice = (await profile.provider.post_json("/completions", body)).get("choices", [{}])[0]
+        return str(choice.get("text", ""))

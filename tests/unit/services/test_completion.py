@@ -1,0 +1,153 @@
+"""Inline completion below the LSP, against the in-process fake backend: each route's request,
+the cache (typing along a suggestion and going back ask nothing), one request per document,
+answers for text the user no longer has dropped, and failures that give no suggestion, never
+an error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from margin.core.llm import BackendHTTPError, BackendInfo, NotSupported
+from margin.core.vfs import Position, Range, TextChange
+from margin.services.completion import CompletionRequest, CompletionService
+from tests.fakes.fake_provider import WS, FakeProvider, Gate, answer, close, fake_app
+
+A = f"{WS}/calc.py"
+TEXT = "def add(a, b):\n    return \n\n\nprint(add(2, 3))\n"
+CURSOR = Position(1, 11)  # after "return "
+NO_FIM = NotSupported("Infill is not supported by this model", status=501)
+VLLM_QWEN = BackendInfo("http://gpu/v1", True, kind="vllm", context_window=8192,
+                        context_window_source="vLLM /models max_model_len")
+
+
+def hole(text: str):
+    return answer(json.dumps({"completion": text}))
+
+
+async def make(tmp_path, provider, **env):
+    app = fake_app(tmp_path, provider, **env)
+    app.files.open(A, "python", 1, TEXT)
+    return app, CompletionService(app)
+
+
+async def test_llama_cpp_without_fim_tokens_is_asked_through_the_chat_route_and_cached(tmp_path):
+    provider = FakeProvider(hole("a + b"))
+    provider.post_answers["//infill"] = [NO_FIM]
+    app, service = await make(tmp_path, provider)
+    try:
+        outcome = await service.complete(CompletionRequest(A, CURSOR))
+        assert outcome.route == "chat" and outcome.suggestion.text == "a + b" and not outcome.cached
+        (request,) = provider.requests
+        assert request.response_format["json_schema"]["name"] == "hole_answer"
+        assert "def add(a, b):" in request.messages[-1].content
+        assert request.max_tokens == 128 == outcome.budget.reserved_output  # the completion profile
+
+        again = await service.complete(CompletionRequest(A, CURSOR))  # the same place: the cache
+        app.files.change(A, 2, [TextChange("a ", Range(CURSOR, CURSOR))])  # typing along it
+        along = await service.complete(CompletionRequest(A, Position(1, 13)))
+        assert again.cached and again.suggestion.text == "a + b"
+        assert along.cached and along.suggestion.text == "+ b"
+        assert len(provider.requests) == 1 and [p for p, _ in provider.posts] == ["//infill"]
+    finally:
+        await close(app)
+
+
+async def test_llama_cpp_with_fim_tokens_uses_infill_with_the_cursor_line_as_prompt(tmp_path):
+    provider = FakeProvider()
+    provider.post_answers["//infill"] = [{"content": ""}, {"content": "a + b", "timings": {"prompt_n": 9}}]
+    app, service = await make(tmp_path, provider)
+    try:
+        outcome = await service.complete(CompletionRequest(A, CURSOR))
+        assert outcome.route == "infill" and outcome.suggestion.text == "a + b"
+        path, body = provider.posts[-1]
+        assert path == "//infill" and body["prompt"] == "    return " and body["input_prefix"] == "def add(a, b):\n"
+        assert body["input_suffix"].startswith("\n\n\nprint(add(2, 3))") and body["n_predict"] == 128
+        assert provider.requests == []  # no chat model was asked
+    finally:
+        await close(app)
+
+
+async def test_vllm_gets_the_familys_raw_fim_prompt_and_its_tokens_never_reach_the_user(tmp_path):
+    provider = FakeProvider(info=VLLM_QWEN)
+    provider.post_answers["/completions"] = [{"choices": [{"text": "a + b<|endoftext|>"}]}]
+    app, service = await make(tmp_path, provider, MARGIN_COMPLETION_MODEL="Qwen/Qwen2.5-Coder-7B")
+    try:
+        outcome = await service.complete(CompletionRequest(A, CURSOR))
+        assert outcome.route == "raw_fim" and outcome.suggestion.text == "a + b"
+        (path, body), = provider.posts
+        assert path == "/completions" and "suffix" not in body and body["model"] == "Qwen/Qwen2.5-Coder-7B"
+        assert body["prompt"].startswith("<|fim_prefix|>") and body["prompt"].endswith("<|fim_middle|>")
+    finally:
+        await close(app)
+
+
+async def test_a_route_unsupported_on_first_use_gives_way_and_is_not_tried_again(tmp_path):
+    provider = FakeProvider(hole("a + b"), hole("a - b"), info=VLLM_QWEN)
+    provider.post_answers["/completions"] = [NotSupported("no completions here", status=404)]
+    app, service = await make(tmp_path, provider, MARGIN_COMPLETION_MODEL="Qwen/Qwen2.5-Coder-7B")
+    try:
+        first = await service.complete(CompletionRequest(A, CURSOR))
+        app.files.change(A, 2, [TextChange("\n", Range(Position(2, 0), Position(2, 0)))])
+        second = await service.complete(CompletionRequest(A, CURSOR))
+        assert (first.route, first.suggestion.text) == ("chat", "a + b")
+        assert (second.route, second.suggestion.text) == ("chat", "a - b")
+        assert [p for p, _ in provider.posts] == ["/completions"]  # tried once, remembered
+    finally:
+        await close(app)
+
+
+async def test_an_answer_for_text_the_user_no_longer_has_is_dropped(tmp_path):
+    provider = FakeProvider()
+    app, service = await make(tmp_path, provider)
+
+    def user_types_meanwhile(path, body):
+        app.files.change(A, 2, [TextChange("x", Range(Position(4, 0), Position(4, 0)))])
+        return {"content": "a + b"}
+
+    provider.post_answers["//infill"] = [{"content": ""}, user_types_meanwhile]
+    try:
+        outcome = await service.complete(CompletionRequest(A, CURSOR))
+        assert outcome.suggestion is None and "changed" in outcome.reason
+    finally:
+        await close(app)
+
+
+async def test_a_newer_request_for_the_document_cancels_the_older(tmp_path):
+    gate = Gate()
+    provider = FakeProvider([gate, json.dumps({"completion": "a + b"})], hole("a * b"))
+    provider.post_answers["//infill"] = [NO_FIM]
+    app, service = await make(tmp_path, provider)
+    try:
+        older = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))
+        await gate.reached.wait()
+        app.files.change(A, 2, [TextChange("(", Range(Position(4, 0), Position(4, 0)))])
+        newer = await service.complete(CompletionRequest(A, CURSOR))
+        with pytest.raises(asyncio.CancelledError):
+            await older
+        assert newer.suggestion.text == "a * b"
+    finally:
+        await close(app)
+
+
+async def test_over_budget_and_backend_failures_give_no_suggestion_and_no_error(tmp_path):
+    provider = FakeProvider(BackendHTTPError("The backend at x answered HTTP 500.", status=500))
+    provider.post_answers["//infill"] = [NO_FIM]
+    app, service = await make(tmp_path, provider, MARGIN_COMPLETION_CONTEXT_WINDOW="256",
+                              MARGIN_COMPLETION_MAX_OUTPUT_TOKENS="250")
+    try:
+        tight = await service.complete(CompletionRequest(A, CURSOR))
+        assert tight.suggestion is None and tight.budget is not None and "Too large" in tight.reason
+        assert provider.requests == []  # nothing was sent
+    finally:
+        await close(app)
+    provider = FakeProvider(BackendHTTPError("The backend at x answered HTTP 500.", status=500))
+    provider.post_answers["//infill"] = [NO_FIM]
+    app, service = await make(tmp_path, provider)
+    try:
+        failed = await service.complete(CompletionRequest(A, CURSOR))
+        assert failed.suggestion is None and "HTTP 500" in failed.reason
+    finally:
+        await close(app)
