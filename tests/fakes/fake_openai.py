@@ -15,6 +15,7 @@ Each `/chat/completions` request takes the next scripted step; with none left it
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -100,6 +101,8 @@ class FakeBackend:
         """(path, JSON body) of every POST to another endpoint than /v1/chat/completions"""
         self.routes: dict[str, list[Step]] = {}
         """scripted answers (`status` or `raw` steps) for other POST endpoints, by path; 404 when none"""
+        self.disconnects: list[tuple[str, float]] = []
+        """(path, time.monotonic()) of each hanging request whose client closed the connection"""
         self._steps: list[Step] = []
         self._get_delay_s = 0.0
         self._slow_gets_left: dict[str, int | None] = {}
@@ -219,7 +222,15 @@ class FakeBackend:
                     pass  # the client went away, as clients that cancel do
 
             def _do_hang(self, step: Step, body: dict[str, Any]) -> None:
-                fake._stopping.wait(step.delay_s)
+                """Say nothing for the step's time, watching the connection: a client that gives
+                up and closes it is recorded in `fake.disconnects` at once."""
+                deadline = time.monotonic() + step.delay_s
+                while time.monotonic() < deadline and not fake._stopping.is_set():
+                    readable, _, _ = select.select([self.connection], [], [], 0.005)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        with fake._lock:
+                            fake.disconnects.append((self.path.split("?", 1)[0], time.monotonic()))
+                        break
                 self.close_connection = True
 
             def _do_status(self, step: Step, body: dict[str, Any]) -> None:

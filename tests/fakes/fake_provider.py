@@ -70,13 +70,19 @@ class Gate:
 
     reached: asyncio.Event = field(default_factory=asyncio.Event)
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    """set when the call waiting here was cancelled (its caller gave up on it)"""
 
     def open(self) -> None:
         self.released.set()
 
     async def pass_through(self) -> None:
         self.reached.set()
-        await self.released.wait()
+        try:
+            await self.released.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
 
 
 Step = Any

@@ -217,6 +217,7 @@ def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
     assert "route chat" in result.stderr and "tiktoken:o200k_base, exact" in result.stderr
     assert [path for path, _ in fake.posts] == ["/infill"]  # asked once whether the model can fill in
     hole = fake.requests[0]["messages"][-1]["content"]
-    assert "    return {{FILL_HERE}}\n" in hole and "def add(a, b):  # 😀 sums\n" in hole
+    assert "def add(a, b):  # 😀 sums\n{{FILL_HERE}}\n" in hole and hole.endswith("```python\n    return \n```\n"
+                                                                                 "Write the code that goes at the cursor, after that text.")
     bad = margin("complete", "calc.py", "0:1", env=env, cwd=tmp_path)
     assert bad.returncode == 2 and "LINE:COL counted from 1" in bad.stderr

@@ -42,10 +42,11 @@ def test_check_mode_exits_zero_when_current():
     assert run.returncode == 0, run.stderr
 
 
-def test_no_inline_completion_settings_until_that_capability_ships():
-    assert "completion" in PROFILES and "completion" not in USER_VISIBLE_PROFILES
-    shown = [key for key in contributed() if key.startswith("margin.completion.")]
-    assert shown == [], f"inline completion has no feature yet, but VS Code shows {shown}"
+def test_every_profile_has_its_settings_shown_now_that_inline_completion_ships():
+    assert USER_VISIBLE_PROFILES == PROFILES
+    keys = contributed()
+    assert "margin.completion.maxOutputTokens" in keys and "margin.completionMenu" in keys
+    assert "inline completion" in keys["margin.completion.enabled"]["description"]
 
 
 def test_every_field_is_contributed_for_every_visible_block():

@@ -4,6 +4,7 @@
 
 /** The profiles with a capability users can reach (USER_VISIBLE_PROFILES). */
 export const PROFILES = [
+  "completion",
   "edit",
   "chat",
   "chatOps",
@@ -12,6 +13,7 @@ export const PROFILES = [
 /** Blocks of profile settings: `defaults`, then each profile. */
 export const BLOCKS = [
   "defaults",
+  "completion",
   "edit",
   "chat",
   "chatOps",
@@ -39,5 +41,6 @@ export const GLOBAL_FIELDS = [
   "confirmEdits",
   "applyEditTimeoutS",
   "codeActions",
+  "completionMenu",
   "showRequests",
 ] as const;

@@ -31,11 +31,9 @@ from pydantic.alias_generators import to_camel
 PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps")
 """Capability profiles, in the order they are shown."""
 
-USER_VISIBLE_PROFILES: tuple[str, ...] = ("edit", "chat", "chatOps")
-"""The profiles with a capability behind them today, so the ones whose settings editors show
-(the VS Code extension's settings are generated from this by scripts/generate_vscode_settings.py).
-`completion` has no feature yet: it is left out until inline completion lands, though the
-server accepts its settings all the same."""
+USER_VISIBLE_PROFILES: tuple[str, ...] = PROFILES
+"""The profiles whose settings editors show (the VS Code extension's settings are generated from
+this by scripts/generate_vscode_settings.py): every one has a capability behind it."""
 
 TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "heuristic")
 
@@ -203,6 +201,10 @@ class GlobalSettings(BaseModel):
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text), Field(description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS
+    completion_menu: Annotated[bool, Field(description=(
+        "Also offer the inline suggestion as an item of the completion menu "
+        "(`textDocument/completion`), for editors without inline completion: Helix, coc.nvim, "
+        "vim-lsp, Neovim before 0.12. Editors with inline completion do not need it."))] = False
     show_requests: Annotated[bool, Field(description=(
         "Show every request Margin sends to a model, exactly as sent (messages, limits, "
         "schema), in the editor's log (VS Code's **Margin** output) or on the terminal's "

@@ -192,6 +192,8 @@ class VirtualFileStore:
         self.encoding = encoding
         self._files: dict[str, VirtualFile] = {}
         self._edited: dict[str, int] = {}
+        self._edit_lines: dict[str, int] = {}
+        """the line where each file's last ranged change started"""
         self._clock = itertools.count(1)
 
     def __contains__(self, uri: object) -> bool:
@@ -222,11 +224,19 @@ class VirtualFileStore:
         updated = file.with_changes(version, changes, self.encoding)
         self._files[uri] = updated
         self._edited[uri] = next(self._clock)
+        ranged = [change.range for change in changes if change.range is not None]
+        if ranged:
+            self._edit_lines[uri] = ranged[-1].start.line
         return updated
 
     def close(self, uri: str) -> None:
         self._files.pop(uri, None)
         self._edited.pop(uri, None)
+        self._edit_lines.pop(uri, None)
+
+    def last_edit_line(self, uri: str) -> int | None:
+        """The line where the file was last edited (its last change with a range), if known."""
+        return self._edit_lines.get(uri)
 
     def recently_edited(self) -> list[VirtualFile]:
         """Open files that have been edited, most recently edited first."""

@@ -39,17 +39,19 @@ QUIETLY_IGNORED = frozenset({types.TEXT_DOCUMENT_DID_SAVE, types.TEXT_DOCUMENT_W
 
 
 def margin_converter():
-    """pygls' converter, except that params of methods lsprotocol does not know (Margin's own)
-    stay plain JSON, to be validated by pydantic models."""
+    """pygls' converter, except that params of methods lsprotocol does not know (Margin's own),
+    and of inline completion, stay plain JSON, to be validated by pydantic models."""
     converter = default_converter()
 
     def keep_json(obj: dict[str, Any], cls: type) -> Any:
         fields = {"method": obj.get("method"), "jsonrpc": obj.get("jsonrpc"), "params": obj.get("params")}
-        if cls is JsonRPCRequestMessage:
+        if cls is not JsonRPCNotification:
             fields["id"] = obj.get("id")
         return cls(**fields)
 
     converter.register_structure_hook(JsonRPCRequestMessage, keep_json)
+    # Inline completion's params are read by Margin too: clients add the document's version.
+    converter.register_structure_hook(types.InlineCompletionRequest, keep_json)
     converter.register_structure_hook(JsonRPCNotification, keep_json)
     return converter
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any, AsyncIterator, Awaitable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from lsprotocol import types
 from pydantic import BaseModel, ValidationError
@@ -88,6 +88,11 @@ class MarginLanguageServer(LanguageServer):
             types.LogMessageParams(type=types.MessageType.Log, message=text))
         app.workspace.folders = self.workspace_folder_uris
         self.services = Services.over(app)
+        self.on_initialize: list[Callable[[], None]] = []
+        """feature hooks run when `initialize` has read the client's capabilities and options,
+        before the server's capabilities are computed (a feature may register itself then)"""
+        self.on_settings_changed: list[Callable[[], None]] = []
+        """feature hooks run after new settings apply, once the client is initialized"""
         self._pending_messages: list[tuple[str, types.MessageType]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
@@ -233,6 +238,8 @@ class MarginLanguageServer(LanguageServer):
             log.info("settings applied from %s", source.name)
             if self._initialized:
                 self.app.preload_tokenizers()
+                for hook in self.on_settings_changed:
+                    hook()
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
         log.warning("invalid settings fields=%s", ",".join(p.field for p in problems))

@@ -17,6 +17,7 @@ from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
 from margin.core.where import Where
 from margin.services.chat import Ask
+from margin.services.completion import CompletionRequest
 from margin.services.editops import ApplyRequest
 from margin.services.selection_edit import SelectionEditRequest
 
@@ -305,6 +306,51 @@ class SelectionEditData(_Wire):
 class EditSelectionResult(_Wire):
     applied: bool
     failure_reason: str | None = None
+
+
+# --- inline completion (standard LSP params: fields Margin does not use are ignored) -----------
+
+class _Standard(_Wire):
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+class VersionedDocumentModel(_Standard):
+    uri: Annotated[str, Field(min_length=1)]
+    version: int | None = None
+    """sent by some clients (Copilot's protocol); an answer for an older version is empty"""
+
+
+class StandardPosition(_Standard):
+    line: Annotated[int, Field(ge=0)]
+    character: Annotated[int, Field(ge=0)]
+
+
+class SelectedCompletionInfoModel(_Standard):
+    text: str
+
+
+class InlineCompletionContextModel(_Standard):
+    trigger_kind: Literal[1, 2] = 2
+    selected_completion_info: SelectedCompletionInfoModel | None = None
+
+
+class InlineCompletionRequestParams(_Standard):
+    text_document: VersionedDocumentModel
+    position: StandardPosition
+    context: InlineCompletionContextModel = InlineCompletionContextModel()
+
+    def core(self) -> CompletionRequest:
+        return CompletionRequest(self.text_document.uri, Position(self.position.line, self.position.character),
+                                 self.text_document.version)
+
+
+class InlineCompletionItemModel(_Wire):
+    insert_text: str
+    range: RangeModel
+
+
+class InlineCompletionListModel(_Wire):
+    items: list[InlineCompletionItemModel]
 
 
 # --- status ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from margin.core.threads import FileContextRepository, MessageFileContexts, Thre
 from margin.core.tokens.choice import choose_tokenizer
 from margin.core.vfs import VirtualFileStore
 from margin.services.backends import Backends, ProviderFactory
+from margin.services.completion_routes import RouteMemory
 from margin.services.thread_storage import ThreadStorage, default_database_path
 from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
 from margin.services.workspace import Workspace
@@ -27,6 +28,8 @@ class MarginApp:
     make_store: Callable[[Path], ThreadStore]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
     workspace: Workspace = field(default_factory=Workspace)
+    completion_routes: RouteMemory = field(default_factory=RouteMemory)
+    """how inline completion reaches each backend, found once (status and doctor show it)"""
     file_contexts: Callable[[ThreadStore], FileContextRepository] = MessageFileContexts
     """where file contexts are kept, given the thread store in use"""
     tell_user: Callable[[str], None] = lambda message: None

@@ -26,10 +26,11 @@ from margin.core.completion.prompt import (
     CONTEXT_CHARS_PER_TOKEN,
     CompletionInput,
     CompletionPrompt,
+    Snippet,
     assemble_completion,
 )
 from margin.core.llm import NotSupported, ProviderError
-from margin.core.vfs import Position, VirtualFile
+from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
 from margin.services.completion_routes import RouteMemory
 from margin.services.errors import RequestError
@@ -42,10 +43,18 @@ PROFILE = "completion"
 CACHE_ENTRIES = 64
 
 
+MAX_SNIPPETS = 3
+"""Other open files a prompt may show a window of (recently edited first)."""
+SNIPPET_LINES = 40
+"""Lines of such a window, around where the file was last edited (else its first lines)."""
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
     uri: str
     position: Position
+    version: int | None = None
+    """the document version the editor asked at, when it says (an older one is answered empty)"""
 
 
 @dataclass
@@ -56,6 +65,9 @@ class CompletionOutcome:
     cached: bool = False
     reason: str | None = None
     """why there is no suggestion, for the log and the terminal"""
+    range: Range | None = None
+    """what the suggestion replaces, in the editor's position encoding: from the cursor to the
+    end of the auto-closed characters it rewrites (on the cursor's line)"""
 
 
 class SuggestionCache:
@@ -92,41 +104,81 @@ class SuggestionCache:
 class CompletionService:
     def __init__(self, app: MarginApp) -> None:
         self.app = app
-        self.routes = RouteMemory()
+        self.routes = app.completion_routes
         self.cache = SuggestionCache()
-        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._running: dict[str, asyncio.Task[CompletionOutcome]] = {}
 
     async def complete(self, request: CompletionRequest) -> CompletionOutcome:
         file = self.app.files.get(request.uri)
         if file is None:
             return CompletionOutcome(None, reason="the document is not open")
+        if request.version is not None and request.version != file.version:
+            log.info("completion for an old version uri=%s asked=%d current=%d", file.uri, request.version,
+                     file.version)
+            return CompletionOutcome(None, reason=f"asked for version {request.version}, the document is at "
+                                                  f"version {file.version}")
         settings = snapshot(self.app, PROFILE)
         if not settings.enabled:
             return CompletionOutcome(None, reason="completion is turned off (completion.enabled)")
+        if request.position.line >= file.line_count:
+            return CompletionOutcome(None, reason=f"line {request.position.line} is past the end of the document")
         offset = file.offset_at(request.position, self.app.files.encoding)
         prefix, suffix = file.text[:offset], file.text[offset:]
         if (hit := self.cache.lookup(file.uri, prefix, suffix)) is not None:
-            return CompletionOutcome(hit, cached=True)
+            return self._placed(CompletionOutcome(hit, cached=True), file, offset)
         previous = self._running.get(file.uri)
         if previous is not None and not previous.done():
-            previous.cancel()  # the user typed on: the older answer is of no use any more
-        task = asyncio.current_task()
-        if task is not None:
-            self._running[file.uri] = task
+            previous.cancel()  # the user typed on: its HTTP call is aborted, its answer of no use
+        work = asyncio.ensure_future(self._answer(file, prefix, suffix, settings))
+        self._running[file.uri] = work
         try:
-            outcome = await self._ask(file, prefix, suffix, await resolve_profile(self.app, PROFILE, settings))
-        except RequestError as error:
-            log.info("completion not made uri=%s reason=%s", file.uri, type(error).__name__)
-            return CompletionOutcome(None, reason=str(error))
+            outcome = await work
+        except asyncio.CancelledError:
+            if (task := asyncio.current_task()) is not None and task.cancelling():
+                raise  # this request itself was cancelled ($/cancelRequest): the work went with it
+            return CompletionOutcome(None, reason="a newer request for this document replaced it")
         finally:
-            if task is not None and self._running.get(file.uri) is task:
+            if self._running.get(file.uri) is work:
                 del self._running[file.uri]
         current = self.app.files.get(file.uri)
         if current is None or current.version != file.version:
             return CompletionOutcome(None, outcome.route, outcome.budget, reason="the document changed meanwhile")
         if outcome.suggestion is not None:
             self.cache.store(file.uri, prefix, suffix, outcome.suggestion)
+        return self._placed(outcome, file, offset)
+
+    def _placed(self, outcome: CompletionOutcome, file: VirtualFile, offset: int) -> CompletionOutcome:
+        if outcome.suggestion is not None:
+            encoding = self.app.files.encoding
+            outcome.range = Range(file.position_at(offset, encoding),
+                                  file.position_at(offset + outcome.suggestion.replaces, encoding))
         return outcome
+
+    async def _answer(self, file: VirtualFile, prefix: str, suffix: str, settings: Any) -> CompletionOutcome:
+        try:
+            return await self._ask(file, prefix, suffix, await resolve_profile(self.app, PROFILE, settings))
+        except RequestError as error:
+            log.info("completion failed uri=%s error=%s", file.uri, type(error).__name__)
+            return CompletionOutcome(None, reason=str(error))
+
+    def snippets(self, file: VirtualFile) -> tuple[Snippet, ...]:
+        """Windows of other open files, recently edited first: around the line last edited, else
+        the file's first lines."""
+        files = self.app.files
+        edited = [f for f in files.recently_edited() if f.uri != file.uri]
+        others = edited + [f for f in files.files() if f.uri != file.uri and f not in edited]
+        snippets = []
+        for other in others:
+            if len(snippets) == MAX_SNIPPETS:
+                break
+            if not other.text.strip():
+                continue
+            lines = other.text.splitlines(keepends=True)
+            line = files.last_edit_line(other.uri)
+            start = max(0, min(line - SNIPPET_LINES // 2, len(lines) - SNIPPET_LINES)) if line is not None else 0
+            snippets.append(Snippet(self.app.workspace.file_id(other.uri), "".join(lines[start:start + SNIPPET_LINES]),
+                                    "recently edited" if other in edited else "open file"))
+        return tuple(snippets)
 
     async def _ask(self, file: VirtualFile, prefix: str, suffix: str, profile: Profile) -> CompletionOutcome:
         settings = profile.settings
@@ -138,7 +190,8 @@ class CompletionService:
             return CompletionOutcome(None, reason=str(error))
         file_id = self.app.workspace.file_id(file.uri)
         for _ in range(3):  # a route found unsupported on first use gives way to the next
-            prompt = await self._prompt(file_id, file.language_id, prefix, suffix, route, family, profile)
+            extra = self.snippets(file) if formats.sends_extra(route, family) else ()
+            prompt = await self._prompt(file_id, file.language_id, prefix, suffix, extra, route, family, profile)
             budget = prompt.plan.report()
             if prompt.over_budget:
                 log.info("completion over budget uri=%s route=%s", file.uri, route)
@@ -161,18 +214,24 @@ class CompletionService:
             return CompletionOutcome(suggestion, route, budget, reason=None if suggestion else "nothing useful")
         return CompletionOutcome(None, route, reason="no route works for this backend")
 
-    async def _prompt(self, file_id: str, language: str, prefix: str, suffix: str, route: formats.Route,
-                      family: formats.FimFamily | None, profile: Profile) -> CompletionPrompt:
+    async def _prompt(self, file_id: str, language: str, prefix: str, suffix: str, extra: tuple[Snippet, ...],
+                      route: formats.Route, family: formats.FimFamily | None, profile: Profile) -> CompletionPrompt:
         """The prompt within the profile's window, counted with its tokenizer (the code around the
         cursor is read only as far as could ever fit)."""
         counter = profile.counter
-        fixed = formats.fixed_text(route, family, file_id=file_id, language=language, system=profile.system)
+        fixed = formats.fixed_text(route, family, file_id=file_id, language=language, has_extra=bool(extra),
+                                   system=profile.system)
+
+        def render(snippet: Snippet) -> str:
+            return formats.snippet_text(route, family, snippet, file_id=file_id, language=language)
+
         reach = profile.window * CONTEXT_CHARS_PER_TOKEN
-        count = await sync_count(counter, [fixed], [prefix[-reach:], suffix[:reach]])
+        count = await sync_count(counter, [fixed, *map(render, extra)], [prefix[-reach:], suffix[:reach]])
         return assemble_completion(
-            CompletionInput(file_id, language, prefix, suffix), count, context_window=profile.window,
+            CompletionInput(file_id, language, prefix, suffix, extra), count, context_window=profile.window,
             reserved_output=profile.max_output_tokens, tokenizer=counter.name, exact=counter.exact,
-            framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed))
+            framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed),
+            render_snippet=render)
 
     async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,
                     profile: Profile) -> str:

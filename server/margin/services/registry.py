@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from margin.services.app import MarginApp
 from margin.services.chat import ChatService
+from margin.services.completion import CompletionService
 from margin.services.editops import EditOpsService
 from margin.services.selection_edit import SelectionEditService
 from margin.services.threads import ThreadsService
@@ -18,9 +19,10 @@ class Services:
     chat: ChatService
     editops: EditOpsService
     selection_edits: SelectionEditService
+    completion: CompletionService
 
     @classmethod
     def over(cls, app: MarginApp) -> Services:
         threads = ThreadsService(app)
         chat = ChatService(app, threads)
-        return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app))
+        return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app), CompletionService(app))

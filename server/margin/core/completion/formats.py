@@ -281,20 +281,32 @@ def _snippet_block(snippet: Snippet, file_id: str, language: str) -> str:
     return f"{file_header(snippet.file_id, lang, snippet.reason)}\n{fence(snippet.text, lang)}"
 
 
-def _hole_user(file_id: str, language: str, prefix: str, suffix: str, extra: tuple[Snippet, ...],
+def _hole_user(file_id: str, language: str, before: str, line: str, suffix: str, extra: tuple[Snippet, ...],
                marker: str) -> str:
+    """The hole sits where the cursor line starts and what is typed of that line comes last, so
+    typing along the line changes only the end of the prompt (the backend's prompt cache keeps
+    the rest): `before` is the whole lines above the cursor line, `line` the cursor line up to
+    the cursor."""
     parts = [_snippet_block(s, file_id, language) for s in extra]
-    parts.append(f"{file_header(file_id, language)}\n{fence(prefix + marker + suffix, language)}")
-    parts.append(f"Write the code that replaces {marker}.")
+    parts.append(f"{file_header(file_id, language)}\n{fence(before + marker + suffix, language)}")
+    parts.append(_hole_tail(marker, line, language))
     return "\n\n".join(parts)
+
+
+def _hole_tail(marker: str, line: str, language: str) -> str:
+    if not line.strip():
+        return (f"The cursor is at {marker}, after {len(line)} characters of indentation. "
+                "Write the code that goes at the cursor.")
+    return (f"The cursor is in {marker}, after this start of its line:\n{fence(line, language)}\n"
+            "Write the code that goes at the cursor, after that text.")
 
 
 def hole_messages(prompt: CompletionPrompt, system: str = HOLE_SYSTEM) -> list[ChatMessage]:
     """The chat route's messages; `system` is the profile's template."""
     marker = hole_marker(prompt.prefix, prompt.suffix, *(s.text for s in prompt.extra))
     return [ChatMessage("system", system),
-            ChatMessage("user", _hole_user(prompt.file_id, prompt.language, prompt.prefix, prompt.suffix,
-                                           prompt.extra, marker))]
+            ChatMessage("user", _hole_user(prompt.file_id, prompt.language, prompt.lines_before, prompt.cursor_line,
+                                           prompt.suffix, prompt.extra, marker))]
 
 
 def chat_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperature: float
@@ -326,7 +338,8 @@ def fixed_text(route: Route, family: FimFamily | None = None, *, file_id: str = 
             raise ValueError("a raw FIM prompt needs a model family")
         head, opening = _repo_parts(family, file_id, (), repo_name, has_extra)
         return head + family.render(opening, "")
-    return f"{system}\n\n{_hole_user(file_id, language, '', '', (), HOLE_MARKER)}"
+    # the instructions after a non-blank typed line, the longer of the two
+    return f"{system}\n\n{_hole_user(file_id, language, '', 'x', '', (), HOLE_MARKER)}"
 
 
 def snippet_text(route: Route, family: FimFamily | None, snippet: Snippet, *, file_id: str = "",

@@ -6,6 +6,8 @@
                    deleteThread
     editops        margin/editOps, margin/applyOps and the margin.applyOps command
     code_actions   textDocument/codeAction, codeAction/resolve, the margin.editSelection command
+    completion     textDocument/inlineCompletion, and textDocument/completion when
+                   `completionMenu` is on
     status         margin/status
 """
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from margin.lsp.server import MarginLanguageServer
 
-FEATURES = ("lifecycle", "documents", "chat", "editops", "code_actions", "status")
+FEATURES = ("lifecycle", "documents", "chat", "editops", "code_actions", "completion", "status")
 """Every module of this folder, in the order they register (which orders the advertised
 commands); a test checks that none is missing."""
 

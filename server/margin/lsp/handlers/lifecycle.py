@@ -26,6 +26,8 @@ def initialize(ls: MarginLanguageServer, params: types.InitializeParams) -> None
         options = options["margin"]
     if options:
         ls.apply_settings("init", Source("initializationOptions", options))
+    for hook in ls.on_initialize:
+        hook()
     log.info("initialize client=%s encoding=%s ms=%.1f",
              params.client_info.name if params.client_info else "unknown", encoding.value,
              (time.perf_counter() - started) * 1000)

@@ -142,8 +142,9 @@ def test_the_raw_fim_body_stops_at_the_family_end_tokens():
 def test_the_chat_route_asks_for_one_json_object_with_the_hole_marked():
     body, messages = chat_body(prompt_for(), model="gpt-4o-mini", max_tokens=64, temperature=0.2)
     user = ("File util.py (python, open file)\n```python\ndef helper():\n    pass\n```\n\n"
-            "File a.py (python)\n```python\ndef add(a, b):\n    return {{FILL_HERE}}\n\nprint(add(1, 2))\n```\n\n"
-            "Write the code that replaces {{FILL_HERE}}.")
+            "File a.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n\nprint(add(1, 2))\n```\n\n"
+            "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"
+            "Write the code that goes at the cursor, after that text.")
     assert body == {
         "model": "gpt-4o-mini",
         "messages": [{"role": "system", "content": HOLE_SYSTEM}, {"role": "user", "content": user}],
@@ -170,7 +171,18 @@ def test_the_hole_marker_never_occurs_in_the_code():
     assert hole_marker("x = 1") == "{{FILL_HERE}}"
     assert hole_marker("s = '{{FILL_HERE}}'", "{{FILL_HERE_2}}") == "{{FILL_HERE_3}}"
     prompt = prompt_for(prefix="s = '{{FILL_HERE}}'\nx = ", extra=())
-    assert hole_messages(prompt)[1].content.endswith("Write the code that replaces {{FILL_HERE_2}}.")
+    assert "\n{{FILL_HERE_2}}" in hole_messages(prompt)[1].content
+    assert "The cursor is in {{FILL_HERE_2}}, after this start of its line:\n```python\nx = \n```" \
+        in hole_messages(prompt)[1].content
+
+
+def test_typing_along_the_line_changes_only_the_end_of_the_chat_prompt():
+    """The prompt cache of the backend keeps everything up to the typed part of the line."""
+    first = hole_messages(prompt_for(prefix="def add(a, b):\n    re", extra=()))[1].content
+    later = hole_messages(prompt_for(prefix="def add(a, b):\n    return a", extra=()))[1].content
+    common = len(os.path.commonprefix([first, later]))
+    assert common > first.index("after this start of its line:")
+    assert first[:common].endswith("```python\n    re")
 
 
 def test_a_snippet_of_another_language_gets_no_fence_language():

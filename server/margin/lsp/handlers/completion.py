@@ -1,0 +1,130 @@
+"""Inline completion: `textDocument/inlineCompletion` (LSP 3.18) answers the `completion`
+profile's suggestion at the cursor, with the range of auto-closed characters it rewrites. For
+editors without inline completion, `completionMenu` turns on `textDocument/completion` with the
+same suggestion as one item whose `textEdit` replaces those characters (advertised at
+`initialize` when the setting is on then, else registered dynamically where the client allows).
+
+A completion never shows an error: no suggestion is an empty answer, and the reason is logged
+(a bug with its traceback) — an error popup per keystroke would be worse than no suggestion.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from lsprotocol import types
+
+from margin.core.vfs import Range
+from margin.lsp import convert, wire
+from margin.lsp.server import MarginLanguageServer, parse_params
+from margin.services.completion import CompletionOutcome, CompletionRequest
+
+log = logging.getLogger(__name__)
+
+INLINE = types.TEXT_DOCUMENT_INLINE_COMPLETION
+MENU_REGISTRATION_ID = "margin.completionMenu"
+_WORD = re.compile(r"[\w$]*\Z")
+LABEL_CHARS = 60
+
+
+async def _complete(ls: MarginLanguageServer, request: CompletionRequest) -> CompletionOutcome:
+    try:
+        return await ls.services.completion.complete(request)
+    except Exception:  # a bug: logged in full, and the editor gets no suggestion, not an error
+        log.exception("completion crashed uri=%s", request.uri)
+        return CompletionOutcome(None, reason="Margin failed; see its log")
+
+
+async def inline_completion(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.InlineCompletionRequestParams, params, INLINE)
+    if request.context.selected_completion_info is not None:
+        # The editor's completion menu has an item selected; its own suggestion comes first.
+        return wire.InlineCompletionListModel(items=[]).dump()
+    outcome = await _complete(ls, request.core())
+    if outcome.suggestion is None or outcome.range is None:
+        return wire.InlineCompletionListModel(items=[]).dump()
+    item = wire.InlineCompletionItemModel(insert_text=outcome.suggestion.text, range=wire.RangeModel.of(outcome.range))
+    return wire.InlineCompletionListModel(items=[item]).dump()
+
+
+def _menu_on(ls: MarginLanguageServer) -> bool:
+    return ls.app.settings.current.globals.completion_menu
+
+
+async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -> types.CompletionList:
+    """The suggestion as a completion item. Its edit starts at the word being typed, so editors
+    that filter items by that word keep it, and ends after the auto-closed characters the
+    suggestion rewrites. Incomplete: the editor asks again as the user types."""
+    empty = types.CompletionList(is_incomplete=True, items=[])
+    if not _menu_on(ls):
+        return empty
+    uri, position = params.text_document.uri, convert.position(params.position)
+    outcome = await _complete(ls, CompletionRequest(uri, position))
+    file = ls.app.files.get(uri)
+    if outcome.suggestion is None or outcome.range is None or file is None:
+        return empty
+    encoding = ls.app.files.encoding
+    offset = file.offset_at(position, encoding)
+    line_start = file.text.rfind("\n", 0, offset) + 1
+    word = _WORD.search(file.text[line_start:offset]).group()  # type: ignore[union-attr]
+    start = file.position_at(offset - len(word), encoding)
+    text = word + outcome.suggestion.text
+    first, _, more = text.partition("\n")
+    label = first.strip()
+    if len(label) > LABEL_CHARS or more:
+        label = label[:LABEL_CHARS].rstrip() + "…"
+    edit = types.TextEdit(convert.lsp_range(Range(start, outcome.range.end)), text)
+    item = types.CompletionItem(
+        label=label or text.strip()[:LABEL_CHARS], kind=types.CompletionItemKind.Text, detail="Margin",
+        documentation=types.MarkupContent(types.MarkupKind.Markdown, f"```{file.language_id}\n{text}\n```"),
+        filter_text=text, sort_text="0", preselect=True, text_edit=edit,
+        insert_text_format=types.InsertTextFormat.PlainText)
+    return types.CompletionList(is_incomplete=True, items=[item])
+
+
+class CompletionMenu:
+    """Whether `textDocument/completion` is offered, kept in step with `completionMenu`."""
+
+    def __init__(self, server: MarginLanguageServer) -> None:
+        self.server = server
+        self.static = False
+        self.registered = False
+
+    def _handle(self) -> None:
+        if types.TEXT_DOCUMENT_COMPLETION not in self.server.protocol.fm.features:
+            self.server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(completion)
+
+    def at_initialize(self) -> None:
+        """On at `initialize`: advertised in the server's capabilities."""
+        if _menu_on(self.server):
+            self._handle()
+            self.static = True
+
+    def settings_changed(self) -> None:
+        """Turned on or off later: registered or unregistered, where the client allows it."""
+        wanted = _menu_on(self.server)
+        if self.static or wanted == self.registered:
+            return
+        if not self.server.can("text_document.completion.dynamic_registration"):
+            if wanted:
+                log.info("completionMenu is on but the client cannot register completion now; "
+                         "it takes effect when the editor restarts the server")
+            return
+        self._handle()
+        self.registered = wanted
+        if wanted:
+            registration = types.Registration(MENU_REGISTRATION_ID, types.TEXT_DOCUMENT_COMPLETION,
+                                              types.CompletionRegistrationOptions(document_selector=None))
+            self.server.client_register_capability(types.RegistrationParams([registration]))
+        else:
+            unregistration = types.Unregistration(MENU_REGISTRATION_ID, types.TEXT_DOCUMENT_COMPLETION)
+            self.server.client_unregister_capability(types.UnregistrationParams([unregistration]))
+
+
+def register(server: MarginLanguageServer) -> None:
+    server.feature(INLINE, types.InlineCompletionOptions())(inline_completion)
+    menu = CompletionMenu(server)
+    server.on_initialize.append(menu.at_initialize)
+    server.on_settings_changed.append(menu.settings_changed)

@@ -1,0 +1,279 @@
+"""Inline completion through the real margin-lsp process against the loopback fake backend:
+the item and its range in both position encodings, cancellation and supersession aborting the
+HTTP call, outdated versions and the cache answered without a model call, the completion-menu
+fallback, every route's exact request shape, unsupported routes remembered, and failures that
+give an empty answer and a log line, never an error."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from tests.conftest import until
+from tests.e2e.lsp_client import UTF8_CLIENT, UTF16_CLIENT, cancellable, change_doc, margin_client, open_doc, request
+from tests.fakes.fake_openai import FakeBackend, hang, reply, status
+
+WS = "file:///ws"
+A = f"{WS}/calc.py"
+TEXT = 'def add(a, b):\n    return a + b\n\n\nlabel = ("😀 total", )\n'
+EMOJI_LINE, TYPED = 4, 'label = ("😀 total", '
+INLINE = "textDocument/inlineCompletion"
+
+
+def hole(text: str):
+    return reply(json.dumps({"completion": text}))
+
+
+def env_for(fake: FakeBackend, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", **extra}
+
+
+@contextlib.asynccontextmanager
+async def start(fake, tmp_path, capabilities=UTF16_CLIENT, init_options=None, **extra):
+    async with margin_client(env=env_for(fake, tmp_path, **extra), root=Path("/ws"), capabilities=capabilities,
+                             init_options=init_options) as client:
+        # Send these requests' params as the JSON written here (the client would drop `version`).
+        for message in (types.InlineCompletionRequest, types.CompletionRequest):
+            client.protocol._converter.register_unstructure_hook(message, lambda m: {
+                "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
+        yield client
+
+
+def units(text: str, encoding: str) -> int:
+    return len(text.encode("utf-16-le")) // 2 if encoding == "utf-16" else len(text.encode())
+
+
+def inline_params(line: int, character: int, uri: str = A, version: int | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {"uri": uri}
+    if version is not None:
+        document["version"] = version
+    return {"textDocument": document, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 2}}
+
+
+async def ask(client, method: str, params: dict[str, Any]) -> Any:
+    """The request's result as the JSON the server sent."""
+    result = await request(client, method, params)
+    return client.protocol._converter.unstructure(result) if result is not None else None
+
+
+async def inline(client, params: dict[str, Any]) -> list[dict[str, Any]]:
+    result = await ask(client, INLINE, params)
+    return result["items"] if isinstance(result, dict) else result
+
+
+@pytest.mark.parametrize("capabilities, encoding", [(UTF16_CLIENT, "utf-16"), (UTF8_CLIENT, "utf-8")])
+async def test_the_item_replaces_the_auto_closed_bracket_in_either_encoding(fake, tmp_path, capabilities, encoding):
+    fake.script(hole("42)"))
+    async with start(fake, tmp_path, capabilities) as client:
+        assert client.init_result.capabilities.inline_completion_provider is not None
+        assert client.init_result.capabilities.completion_provider is None  # the menu is opt-in
+        open_doc(client, A, TEXT)
+        column = units(TYPED, encoding)
+        (item,) = await inline(client, inline_params(EMOJI_LINE, column))
+    assert item == {"insertText": "42)", "range": {"start": {"line": EMOJI_LINE, "character": column},
+                                                    "end": {"line": EMOJI_LINE, "character": column + 1}}}
+    assert column == (21 if encoding == "utf-16" else 23)
+    assert [path for path, _ in fake.posts] == ["/infill"]  # llama.cpp asked once: no FIM tokens here
+
+
+async def test_cancel_request_aborts_the_http_call(fake, tmp_path):
+    fake.script(hang(60))
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, TEXT)
+        future, cancel = cancellable(client, INLINE, inline_params(1, 11))
+        await until(lambda: len(fake.requests) == 1)
+        cancel()
+        await until(lambda: fake.disconnects)  # the fake saw the connection closed
+        with pytest.raises(Exception, match="cancel"):
+            await future
+        fake.script(hole("a - b"))  # the server goes on serving
+        assert (await inline(client, inline_params(1, 11)))[0]["insertText"] == "a - b"
+    assert [path for path, _ in fake.disconnects] == ["/v1/chat/completions"]
+
+
+async def test_a_newer_request_aborts_the_older_which_answers_empty(fake, tmp_path):
+    fake.script(hang(60), hole("a * b"))
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, "def add(a, b):\n    return \n")
+        older = asyncio.ensure_future(inline(client, inline_params(1, 11)))
+        await until(lambda: len(fake.requests) == 1)
+        newer = await inline(client, inline_params(1, 11))
+        assert await older == []  # an empty answer, not an error the editor would show
+        assert newer[0]["insertText"] == "a * b"
+        assert [path for path, _ in fake.disconnects] == ["/v1/chat/completions"]
+
+
+async def test_a_request_for_an_outdated_version_gets_nothing_and_costs_no_model_call(fake, tmp_path):
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, "def add(a, b):\n    return \n", version=1)
+        change_doc(client, A, 2, ((1, 11, 1, 11), "a"))
+        assert await inline(client, inline_params(1, 11, version=1)) == []
+        assert fake.requests == [] and fake.posts == []
+
+
+async def test_typing_along_a_suggestion_and_backspace_are_served_from_the_cache(fake, tmp_path):
+    fake.script(hole("a + b  # the sum"))
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, "def add(a, b):\n    return \n")
+        first = await inline(client, inline_params(1, 11))
+        assert first[0]["insertText"] == "a + b  # the sum"
+        typed = ""
+        for version, char in enumerate("a + b", start=2):  # the user types what is shown
+            change_doc(client, A, version, ((1, 11 + len(typed), 1, 11 + len(typed)), char))
+            typed += char
+            (item,) = await inline(client, inline_params(1, 11 + len(typed)))
+            assert item["insertText"] == "a + b  # the sum"[len(typed):]
+        change_doc(client, A, 9, ((1, 11, 1, 16), ""))  # and deletes it all again
+        assert (await inline(client, inline_params(1, 11)))[0]["insertText"] == "a + b  # the sum"
+    assert len(fake.requests) == 1
+
+
+async def test_the_completion_menu_item_replaces_the_word_and_the_auto_closed_bracket(fake, tmp_path):
+    fake.script(hole("ax(values)"))
+    async with start(fake, tmp_path, init_options={"completionMenu": True}) as client:
+        assert client.init_result.capabilities.completion_provider is not None
+        open_doc(client, A, "values = [3, 1]\nbiggest = m)\n")
+        result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
+                               {"textDocument": {"uri": A}, "position": {"line": 1, "character": 11}})
+    assert result["isIncomplete"] is True
+    (item,) = result["items"]
+    assert item["textEdit"] == {"range": {"start": {"line": 1, "character": 10}, "end": {"line": 1, "character": 12}},
+                                "newText": "max(values)"}
+    assert item["label"] == "max(values)" and item["filterText"] == "max(values)"
+    assert "max(values)" in item["documentation"]["value"]
+
+
+async def test_the_completion_menu_is_registered_when_turned_on_later(fake, tmp_path):
+    capabilities = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(configuration=True),
+        text_document=types.TextDocumentClientCapabilities(
+            completion=types.CompletionClientCapabilities(dynamic_registration=True)))
+    async with start(fake, tmp_path, capabilities) as client:
+        registrations: list[Any] = []
+        client.protocol.fm.features.pop(types.CLIENT_REGISTER_CAPABILITY, None)
+
+        @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+        def registered(params: types.RegistrationParams) -> None:
+            registrations.extend(params.registrations)
+
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"margin": {"completionMenu": True}}))
+        await until(lambda: registrations)
+    assert [(r.id, r.method) for r in registrations] == [("margin.completionMenu", "textDocument/completion")]
+
+
+async def test_failures_answer_empty_with_a_log_line_never_an_error(fake, tmp_path):
+    log_file = tmp_path / "margin.log"
+    fake.script(status(500, {"error": {"message": "boom"}}))
+    async with start(fake, tmp_path, MARGIN_LOG_FILE=str(log_file)) as client:
+        open_doc(client, A, "def add(a, b):\n    return \n")
+        assert await inline(client, inline_params(1, 11)) == []
+        # a window too small for the prompt: over budget, nothing sent
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"margin": {"completion": {"contextWindow": 256, "maxOutputTokens": 250}}}))
+        await until(lambda: "settings applied from workspace settings" in log_file.read_text())
+        assert await inline(client, inline_params(1, 11)) == []
+        assert await inline(client, inline_params(9, 0)) == []  # past the end
+    assert len(fake.requests) == 1
+    log = log_file.read_text()
+    assert "completion failed" in log and "completion over budget" in log
+    assert "def add" not in log  # metadata only
+
+
+# --- every route's request, exactly ------------------------------------------------------------
+
+SMALL = "def add(a, b):\n    return \n"
+
+
+async def _one_completion(backend: FakeBackend, tmp_path: Path, **settings: str) -> list[dict[str, Any]]:
+    async with start(backend, tmp_path, **settings) as client:
+        open_doc(client, A, SMALL)
+        return await inline(client, inline_params(1, 11))
+
+
+async def test_llama_cpp_infill_when_the_model_has_fim_tokens(fake, tmp_path):
+    fake.routes["/infill"] = [status(200, {"content": ""}), status(200, {"content": "a + b"})]
+    got = await _one_completion(fake, tmp_path)
+    assert got[0]["insertText"] == "a + b"
+    probe, (path, body) = fake.posts
+    assert probe == ("/infill", {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1,
+                                 "cache_prompt": False})
+    assert path == "/infill" and body == {
+        "input_prefix": "def add(a, b):\n", "input_suffix": "\n", "input_extra": [], "prompt": "    return ",
+        "n_predict": 128, "n_indent": 4, "t_max_predict_ms": 1000, "temperature": 0.2, "top_k": 40, "top_p": 0.9,
+        "samplers": ["top_k", "top_p", "infill", "temperature"], "cache_prompt": True, "stream": False}
+    assert fake.requests == []
+
+
+def _backend(model_id: str, owned_by: str, **extra: Any) -> FakeBackend:
+    return FakeBackend(models=[{"id": model_id, "owned_by": owned_by, **extra}])
+
+
+async def test_mistral_fim_for_codestral(tmp_path):
+    with _backend("codestral-latest", "mistralai") as backend:
+        backend.routes["/v1/fim/completions"] = [status(200, {"choices": [{"message": {"content": "a + b"}}]})]
+        got = await _one_completion(backend, tmp_path, MARGIN_COMPLETION_MODEL="codestral-latest")
+    assert got[0]["insertText"] == "a + b"
+    assert backend.posts == [("/v1/fim/completions", {
+        "model": "codestral-latest", "prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 128,
+        "temperature": 0.2})]
+
+
+async def test_completions_with_suffix_for_an_ollama_style_server(tmp_path):
+    with _backend("qwen2.5-coder:1.5b", "library") as backend:
+        backend.routes["/v1/completions"] = [status(200, {"choices": [{"text": "a + b"}]})]
+        got = await _one_completion(backend, tmp_path, MARGIN_COMPLETION_MODEL="qwen2.5-coder:1.5b")
+    assert got[0]["insertText"] == "a + b"
+    assert backend.posts == [("/v1/completions", {
+        "model": "qwen2.5-coder:1.5b", "prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 128,
+        "temperature": 0.2, "stream": False})]
+
+
+async def test_raw_fim_on_vllm_which_rejects_suffix(tmp_path):
+    with _backend("Qwen/Qwen2.5-Coder-1.5B", "vllm", max_model_len=8192) as backend:
+        backend.routes["/v1/completions"] = [status(200, {"choices": [{"text": "a + b<|endoftext|>"}]})]
+        got = await _one_completion(backend, tmp_path, MARGIN_COMPLETION_MODEL="Qwen/Qwen2.5-Coder-1.5B")
+    assert got[0]["insertText"] == "a + b"
+    (path, body), = backend.posts
+    assert path == "/v1/completions" and body == {
+        "model": "Qwen/Qwen2.5-Coder-1.5B",
+        "prompt": "<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n<|fim_middle|>",
+        "max_tokens": 128, "temperature": 0.2, "stream": False,
+        "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+                 "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"]}
+
+
+async def test_the_chat_route_fills_a_marked_hole(fake, tmp_path):
+    fake.script(hole("a + b"))
+    got = await _one_completion(fake, tmp_path)
+    assert got[0]["insertText"] == "a + b"
+    (body,) = fake.requests
+    assert body["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert body["max_tokens"] == 128 and body["temperature"] == 0.2 and body["stream"] is False
+    assert body["messages"][1]["content"] == (
+        "File calc.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n```\n\n"
+        "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"
+        "Write the code that goes at the cursor, after that text.")
+
+
+async def test_an_unsupported_route_is_remembered_not_retried_per_keystroke(tmp_path):
+    with _backend("qwen2.5-coder:1.5b", "library") as backend:  # /v1/completions answers 404
+        backend.script(hole("a + b"), hole("a - b"))
+        async with start(backend, tmp_path, MARGIN_COMPLETION_MODEL="qwen2.5-coder:1.5b") as client:
+            open_doc(client, A, SMALL)
+            first = await inline(client, inline_params(1, 11))
+            change_doc(client, A, 2, ((1, 11, 1, 11), "("))
+            second = await inline(client, inline_params(1, 12))
+    assert first[0]["insertText"] == "a + b" and second[0]["insertText"] == "a - b"
+    # /completions with suffix, then a raw FIM prompt, each found unsupported once; chat after that
+    assert [path for path, _ in backend.posts] == ["/v1/completions", "/v1/completions"]
+    assert "suffix" in backend.posts[0][1] and "<|fim_prefix|>" in backend.posts[1][1]["prompt"]
+    assert len(backend.requests) == 2
