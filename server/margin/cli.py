@@ -27,6 +27,7 @@ from margin.core.settings import Source
 from margin.core.where import Where
 from margin.services.app import MarginApp
 from margin.services.chat import Ask
+from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
 from margin.services.diagnosis import ProfileReport, diagnose
 from margin.services.errors import RequestError
 from margin.services.registry import Services
@@ -99,6 +100,8 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
                           + (f"; {r.tokenizer_state}" if r.tokenizer_state.startswith("unavailable") else "")
                           + ")"),
         ]
+        if r.completion_route:
+            rows.append(("route", f"{r.completion_route}: {ROUTE_DESCRIPTIONS[r.completion_route]}"))
         if r.error:
             rows.append(("problem", r.error))
         lines.extend(f"  {label:<15} {value}" for label, value in rows)
@@ -116,7 +119,7 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
 async def _doctor(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, settings_from):
         reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
-                                 fresh=True, wait_for_tokenizers=True)
+                                 fresh=True, wait_for_tokenizers=True, routes=app.completion_routes)
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
                           "profiles": [r.as_dict() for r in reports]}, indent=2))

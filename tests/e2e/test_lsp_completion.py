@@ -116,7 +116,8 @@ async def test_a_request_for_an_outdated_version_gets_nothing_and_costs_no_model
         open_doc(client, A, "def add(a, b):\n    return \n", version=1)
         change_doc(client, A, 2, ((1, 11, 1, 11), "a"))
         assert await inline(client, inline_params(1, 11, version=1)) == []
-        assert fake.requests == [] and fake.posts == []
+        assert fake.requests == []
+        assert [path for path, _ in fake.posts] in ([], ["/infill"])  # at most the start-up route probe
 
 
 async def test_typing_along_a_suggestion_and_backspace_are_served_from_the_cache(fake, tmp_path):

@@ -158,6 +158,17 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
         await r.call("status, invalid params", "margin/status", {"refresh": [1]})
         await r.call("status, refreshed", "margin/status", {"refresh": True})
         await r.call("unknown method", "margin/nothing", {})
+        c = A.replace("a.py", "c.py")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": c, "languageId": "python", "version": 1,
+                                                                "text": "values = [1]\nbiggest = max()\n"}})
+        fake.script(reply(json.dumps({"completion": "values)"})))
+        inline = {"textDocument": {"uri": c}, "position": {"line": 1, "character": 14}, "context": {"triggerKind": 1}}
+        await r.call("inline completion", "textDocument/inlineCompletion", inline)
+        await r.call("inline completion, from the cache", "textDocument/inlineCompletion", inline)
+        await r.call("inline completion, an older version", "textDocument/inlineCompletion",
+                     {**inline, "textDocument": {"uri": c, "version": 0}})
+        await r.call("inline completion, invalid params", "textDocument/inlineCompletion",
+                     {**inline, "position": {"line": -1, "character": 0}})
         client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {"chat": {"enabled": False}}}})
         await r.call("chat, disabled", "margin/chat", {"message": "hi"})
         client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {

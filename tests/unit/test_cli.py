@@ -8,7 +8,7 @@ import sys
 
 from margin import __version__
 from tests.conftest import clean_env
-from tests.fakes.fake_openai import reply
+from tests.fakes.fake_openai import reply, status
 
 
 def margin(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
@@ -41,6 +41,15 @@ def test_doctor_json_and_settings_file(fake, tmp_path):
     assert chat["model"] == "gpt-5" and chat["context_window"] == 32000
     assert chat["tokenizer"] == "tiktoken:o200k_base" and chat["reachable"] is True
     assert str(settings) in report["settingsFrom"]
+    completion = next(p for p in report["profiles"] if p["name"] == "completion")
+    assert completion["completion_route"] == "chat" and chat["completion_route"] is None
+
+
+def test_doctor_shows_the_completion_route_it_found(fake):
+    fake.routes["/infill"] = [status(200, {"content": ""})]  # the served model has FIM tokens
+    result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url})
+    assert "  route           infill: llama.cpp /infill (the model has fill-in-the-middle tokens)" in result.stdout
+    assert [path for path, _ in fake.posts] == ["/infill"]
 
 
 def test_doctor_reports_a_tokenizer_that_cannot_load(fake):

@@ -147,7 +147,8 @@ class MarginLanguageServer(LanguageServer):
 
     async def check_backends(self) -> None:
         """Probe the backends (warming the cache) and warn about oversized system prompts."""
-        await diagnose(self.app.settings.current, self.app.backends, self.app.tokenizers)
+        await diagnose(self.app.settings.current, self.app.backends, self.app.tokenizers,
+                       routes=self.app.completion_routes)
         for warning in await system_prompt_warnings(self.app):
             self.tell_user(warning, types.MessageType.Warning)
 

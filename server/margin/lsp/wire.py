@@ -381,6 +381,9 @@ class ProfileStatusModel(_Wire):
     exact: bool
     tokenizer_state: str
     error: str | None
+    completion_route: str | None = None
+    """the completion profile's route (infill, mistral_fim, completions_suffix, raw_fim, chat),
+    once found; null for the other profiles"""
 
 
 

@@ -24,6 +24,14 @@ from margin.core.llm import BackendInfo, LLMProvider, NotSupported, ProviderErro
 
 log = logging.getLogger(__name__)
 
+DESCRIPTIONS: dict[str, str] = {
+    "infill": "llama.cpp /infill (the model has fill-in-the-middle tokens)",
+    "mistral_fim": "Mistral FIM (/fim/completions)",
+    "completions_suffix": "/completions with suffix (the server applies the model's FIM template)",
+    "raw_fim": "/completions with the model family's FIM tokens in the prompt",
+    "chat": "a chat model fills a marked hole (no fill-in-the-middle route)",
+}
+
 INFILL_PROBE = {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1, "cache_prompt": False}
 
 

@@ -7,11 +7,13 @@ import asyncio
 from dataclasses import asdict, dataclass
 
 from margin.core.budget import system_prompt_warning
+from margin.core.completion.formats import family_for
 from margin.core.llm import ProviderError
 from margin.core.settings import PROFILES, Settings
 from margin.core.tokens.choice import choose_tokenizer
 from margin.services.app import MarginApp
 from margin.services.backends import Backends
+from margin.services.completion_routes import RouteMemory
 from margin.services.errors import RequestError
 from margin.services.profile import resolve_profile, snapshot
 from margin.services.tokenizers import Tokenizers
@@ -34,6 +36,8 @@ class ProfileReport:
     error: str | None
     timed_out: bool = False
     """the probe got no answer in time: with `reachable`, the backend is there but busy"""
+    completion_route: str | None = None
+    """for the completion profile: how completions reach this backend (services.completion_routes)"""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -46,11 +50,13 @@ async def diagnose(
     *,
     fresh: bool = False,
     wait_for_tokenizers: bool = False,
+    routes: RouteMemory | None = None,
 ) -> list[ProfileReport]:
     """One report per profile. Enabled profiles' backends are probed (concurrently, each backend
     at most once, however many profiles use it); disabled ones are reported without contacting
     anything. With `wait_for_tokenizers`, in-process tokenizers are built first, so the report
-    says whether they loaded."""
+    says whether they loaded. With `routes`, the completion profile's route is found (probed
+    once per backend, then remembered) and reported."""
 
     async def report(name: str) -> ProfileReport:
         profile = settings.profile(name)
@@ -66,6 +72,13 @@ async def diagnose(
             error = f"the API key variable ${key.variable} (apiKeyEnv) is not set" + (
                 f"; {error}" if error else ""
             )
+        route = None
+        if name == "completion" and routes is not None and info is not None and info.reachable:
+            try:
+                route = await routes.route(backends.provider(name, profile), info, profile.base_url, profile.model,
+                                           family_for(profile.model) is not None)
+            except ProviderError:
+                route = None  # the backend failed just now: the status says so already
         return ProfileReport(
             name=name,
             enabled=profile.enabled,
@@ -81,6 +94,7 @@ async def diagnose(
             tokenizer_state=tokenizer.state,
             error=error,
             timed_out=info.timed_out if info else False,
+            completion_route=route,
         )
 
     return list(await asyncio.gather(*(report(name) for name in PROFILES)))

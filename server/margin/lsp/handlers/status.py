@@ -16,7 +16,8 @@ STATUS = "margin/status"
 async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(wire.StatusParams, params, STATUS)
     app = ls.app
-    reports = await diagnose(app.settings.current, app.backends, app.tokenizers, fresh=request.refresh)
+    reports = await diagnose(app.settings.current, app.backends, app.tokenizers, fresh=request.refresh,
+                             routes=app.completion_routes)
     return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
                              profiles={r.name: wire.ProfileStatusModel.of(r) for r in reports},
                              files=[wire.FileStatusModel.of(file) for file in app.files.files()]).dump()
