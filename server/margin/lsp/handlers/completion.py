@@ -1,5 +1,6 @@
 """Inline completion: `textDocument/inlineCompletion` (LSP 3.18) answers the `completion`
-profile's suggestion at the cursor, with the range of auto-closed characters it rewrites. For
+profile's suggestion at the cursor, with the range of auto-closed characters it rewrites when
+there are any (no range: inserted at the cursor). For
 editors without inline completion, `completionMenu` turns on `textDocument/completion` with the
 same suggestion as one item whose `textEdit` replaces those characters (advertised at
 `initialize` when the setting is on then, else registered dynamically where the client allows).
@@ -45,7 +46,9 @@ async def inline_completion(ls: MarginLanguageServer, params: Any) -> dict[str, 
     outcome = await _complete(ls, request.core())
     if outcome.suggestion is None or outcome.range is None:
         return wire.InlineCompletionListModel(items=[]).dump()
-    item = wire.InlineCompletionItemModel(insert_text=outcome.suggestion.text, range=wire.RangeModel.of(outcome.range))
+    item = wire.InlineCompletionItemModel(insert_text=outcome.suggestion.text)
+    if outcome.suggestion.replaces:
+        item.range = wire.RangeModel.of(outcome.range)
     return wire.InlineCompletionListModel(items=[item]).dump()
 
 

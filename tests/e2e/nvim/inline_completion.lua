@@ -1,0 +1,142 @@
+-- Drives Margin's inline completion from a real headless Neovim through Neovim's own
+-- `vim.lsp.inline_completion`: enable it for the buffer, enter insert mode at the end of a line
+-- (the InsertEnter autocmd of Neovim's module sends the automatic request), wait for the
+-- suggestion the module shows as an extmark, accept it with `vim.lsp.inline_completion.get()`,
+-- leave insert mode and write the buffer. Environment: MARGIN_NVIM_FILE (the file to edit),
+-- MARGIN_NVIM_LINE (1-based line to append at), MARGIN_NVIM_OUT (JSON results).
+
+local out = assert(os.getenv("MARGIN_NVIM_OUT"))
+local results = { nvim = tostring(vim.version()), requests = {} }
+local done = false
+
+local function finish(err)
+  if done then return end
+  done = true
+  if err then results.error = tostring(err) end
+  local handle = assert(io.open(out, "w"))
+  handle:write(vim.json.encode(results))
+  handle:close()
+  vim.cmd(err and "cquit 1" or "qall!")
+end
+
+-- Runs `fn` protected: any error ends Neovim with the error in the results.
+local function step(fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok then finish(err) end
+  end
+end
+
+-- Whatever goes wrong (insert mode never entered, say), Neovim does not hang.
+vim.defer_fn(function() finish("timed out") end, 100000)
+
+local ns = vim.api.nvim_create_namespace("nvim.lsp.inline_completion") -- the module's own
+local bufnr, client
+
+local function shown()
+  return vim.api.nvim_buf_get_extmarks(bufnr, ns, 0, -1, { details = true })
+end
+
+-- Back in normal mode: nothing more is asked, the buffer is written.
+local function after_insert_mode()
+  results.mode_after = vim.api.nvim_get_mode().mode
+  -- No automatic request is waiting on the module's debounce timer (a private field, looked at
+  -- to prove the count of requests below is final).
+  local completor = require("vim.lsp._capability").all.inline_completion.active[bufnr]
+  local timer = completor and completor.timer
+  results.request_scheduled = timer ~= nil and not timer:is_closing() and timer:is_active()
+  -- Every inlineCompletion request Neovim sent has been answered.
+  assert(vim.wait(15000, function()
+    for _, request in pairs(client.requests) do
+      if request.method == "textDocument/inlineCompletion" then return false end
+    end
+    return true
+  end, 20), "an inlineCompletion request is still pending")
+  local response = assert(vim.lsp.buf_request_sync(bufnr, "margin/status", {}, 15000))
+  local status = assert(response[client.id]).result
+  results.server_fingerprint = status.files[1].fingerprint
+  results.server_version = status.files[1].version
+  results.changedtick = vim.b[bufnr].changedtick
+  vim.cmd.write()
+  results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  client:stop()
+  results.stopped = vim.wait(10000, function() return client:is_stopped() end, 50)
+  finish()
+end
+
+-- In insert mode (scheduled from InsertEnter): wait for the suggestion, accept it, leave.
+local function in_insert_mode()
+  results.mode_in_insert = vim.api.nvim_get_mode().mode
+  assert(vim.wait(30000, function() return #shown() > 0 end, 20), "no suggestion was shown")
+  local marks = shown()
+  results.marks = #marks
+  local _, row, col, details = unpack(marks[1])
+  local text = {}
+  for _, chunk in ipairs(details.virt_text or {}) do
+    table.insert(text, chunk[1])
+  end
+  results.shown = {
+    row = row, col = col, text = table.concat(text), highlight = details.virt_text[1][2],
+    pos = details.virt_text_pos, virt_lines = #(details.virt_lines or {}),
+  }
+  local before = vim.b[bufnr].changedtick
+  results.accepted = vim.lsp.inline_completion.get({ bufnr = bufnr }) -- applies it scheduled
+  assert(results.accepted, "inline_completion.get() had nothing to accept")
+  assert(vim.wait(10000, function() return vim.b[bufnr].changedtick ~= before end, 20),
+    "accepting did not change the buffer")
+  results.cursor_after_accept = vim.api.nvim_win_get_cursor(0)
+  results.marks_after_accept = #shown()
+  -- Leave insert mode before the insert loop runs again: the accepted text moved the cursor, and
+  -- a CursorMovedI there would start another (debounced) request for what follows it.
+  vim.api.nvim_create_autocmd("InsertLeave", {
+    buffer = bufnr,
+    once = true,
+    callback = function() vim.schedule(step(after_insert_mode)) end,
+  })
+  vim.cmd.stopinsert()
+end
+
+local function main()
+  vim.lsp.config("margin", { cmd = { "margin-lsp" }, filetypes = { "python" }, root_markers = { ".git" } })
+  vim.lsp.enable("margin")
+  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("MARGIN_NVIM_FILE"))))
+  bufnr = vim.api.nvim_get_current_buf()
+  assert(vim.wait(20000, function()
+    client = vim.lsp.get_clients({ bufnr = bufnr, name = "margin" })[1]
+    return client ~= nil and client.initialized
+  end, 50), "margin-lsp did not start")
+  results.supports = client:supports_method("textDocument/inlineCompletion", bufnr)
+  -- What Neovim's module asks, as sent (its requests go through client:request).
+  results.params = {}
+  local request = client.request
+  client.request = function(self, method, params, ...)
+    if method == "textDocument/inlineCompletion" then table.insert(results.params, params) end
+    return request(self, method, params, ...)
+  end
+  vim.api.nvim_create_autocmd("LspRequest", {
+    buffer = bufnr,
+    callback = function(args)
+      local request = args.data.request
+      if request.method == "textDocument/inlineCompletion" then
+        table.insert(results.requests, request.type)
+      end
+    end,
+  })
+
+  vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+  results.enabled = vim.lsp.inline_completion.is_enabled({ bufnr = bufnr })
+  vim.api.nvim_create_autocmd("InsertEnter", {
+    buffer = bufnr,
+    once = true,
+    callback = function() vim.schedule(step(in_insert_mode)) end,
+  })
+  -- Typed keys, run by Neovim's own command loop once this callback returns: "A" appends at the
+  -- end of the line, and entering insert mode fires the module's automatic request.
+  vim.api.nvim_win_set_cursor(0, { tonumber(assert(os.getenv("MARGIN_NVIM_LINE"))), 0 })
+  vim.api.nvim_feedkeys("A", "n", false)
+end
+
+vim.api.nvim_create_autocmd("VimEnter", {
+  once = true,
+  callback = function() vim.schedule(step(main)) end,
+})
