@@ -278,3 +278,16 @@ async def test_an_unsupported_route_is_remembered_not_retried_per_keystroke(tmp_
     assert [path for path, _ in backend.posts] == ["/v1/completions", "/v1/completions"]
     assert "suffix" in backend.posts[0][1] and "<|fim_prefix|>" in backend.posts[1][1]["prompt"]
     assert len(backend.requests) == 2
+
+
+async def test_completion_is_answered_while_a_chat_is_still_running(fake, tmp_path):
+    fake.script(hang(60), hole("a + b"))
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, SMALL)
+        chat, cancel = cancellable(client, "margin/chat", {"message": "take your time", "textDocument": {"uri": A}})
+        await until(lambda: len(fake.requests) == 1)
+        assert (await inline(client, inline_params(1, 11)))[0]["insertText"] == "a + b"
+        assert not chat.done()  # the chat goes on; completion did not wait for it
+        cancel()
+        with pytest.raises(Exception):
+            await chat
