@@ -155,11 +155,11 @@ async def test_show_requests_puts_the_exact_request_in_the_editors_log_only(fake
     async with margin_client(env=env(fake, tmp_path, MARGIN_LOG_FILE=str(log_file)), root=Path("/ws"),
                              init_options={"showRequests": True}) as client:
         await request(client, "margin/chat", {"message": "the secret question"})
-        shown = [m.message for m in client.log_messages if m.message.startswith("Margin request")]
+        shown = [m.message for m in client.log_messages if m.message.startswith("Margin request (chat")]
         client.protocol.notify(types.WORKSPACE_DID_CHANGE_CONFIGURATION, types.DidChangeConfigurationParams(
             settings={"margin": {"showRequests": False}}))
         await request(client, "margin/chat", {"message": "another question"})
-        after = [m.message for m in client.log_messages if m.message.startswith("Margin request")]
+        after = [m.message for m in client.log_messages if m.message.startswith("Margin request (chat")]
     (one,) = shown
     header, body = one.split("\n", 1)
     assert header == f"Margin request (chat profile): POST {fake.base_url}/chat/completions"

@@ -137,19 +137,57 @@ async def test_typing_along_a_suggestion_and_backspace_are_served_from_the_cache
     assert len(fake.requests) == 1
 
 
-async def test_the_completion_menu_item_replaces_the_word_and_the_auto_closed_bracket(fake, tmp_path):
+async def test_the_completion_menu_item_completes_the_word_up_to_the_auto_closed_bracket(fake, tmp_path):
     fake.script(hole("ax(values)"))
     async with start(fake, tmp_path, init_options={"completionMenu": True}) as client:
         assert client.init_result.capabilities.completion_provider is not None
         open_doc(client, A, "values = [3, 1]\nbiggest = m)\n")
         result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
-                               {"textDocument": {"uri": A}, "position": {"line": 1, "character": 11}})
+                           {"textDocument": {"uri": A}, "position": {"line": 1, "character": 11}})
     assert result["isIncomplete"] is True
     (item,) = result["items"]
-    assert item["textEdit"] == {"range": {"start": {"line": 1, "character": 10}, "end": {"line": 1, "character": 12}},
-                                "newText": "max(values)"}
-    assert item["label"] == "max(values)" and item["filterText"] == "max(values)"
+    # From the typed word to the cursor: the `)` after it, which the suggestion ends with, stays.
+    assert item["textEdit"] == {"range": {"start": {"line": 1, "character": 10}, "end": {"line": 1, "character": 11}},
+                                "newText": "max(values"}
+    assert item["label"] == "max(values" and item["filterText"] == "max(values" and item["insertTextFormat"] == 1
     assert "max(values)" in item["documentation"]["value"]
+
+
+SNIPPETS = types.ClientCapabilities(
+    workspace=types.WorkspaceClientCapabilities(configuration=True),
+    text_document=types.TextDocumentClientCapabilities(completion=types.CompletionClientCapabilities(
+        completion_item=types.ClientCompletionItemOptions(snippet_support=True))))
+
+
+@pytest.mark.parametrize("capabilities", [UTF16_CLIENT, SNIPPETS])
+async def test_a_menu_item_with_spaces_and_lines_is_a_snippet_where_the_client_takes_them(fake, tmp_path, capabilities):
+    fake.script(hole("total = 0\n    for v in values:\n        total += v  # ${v}"))
+    async with start(fake, tmp_path, capabilities, init_options={"completionMenu": True}) as client:
+        open_doc(client, A, "def total(values):\n    \n")
+        result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
+                           {"textDocument": {"uri": A}, "position": {"line": 1, "character": 4}})
+    (item,) = result["items"]
+    edit_range = {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}
+    if capabilities is SNIPPETS:  # the cursor line's indentation comes from the editor
+        assert item["insertTextFormat"] == 2 and item["insertTextMode"] == 2
+        assert item["textEdit"] == {"range": edit_range,
+                                    "newText": "total = 0\nfor v in values:\n    total += v  # \\${v\\}"}
+    else:
+        assert item["insertTextFormat"] == 1 and "insertTextMode" not in item
+        assert item["textEdit"] == {"range": edit_range,
+                                    "newText": "total = 0\n    for v in values:\n        total += v  # ${v}"}
+    assert item["label"] == "total = 0…"
+
+
+async def test_a_menu_item_that_rewrites_the_closer_elsewhere_replaces_it(fake, tmp_path):
+    fake.script(hole("a) + g(b)"))
+    async with start(fake, tmp_path, init_options={"completionMenu": True}) as client:
+        open_doc(client, A, "x = f()\n")
+        result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
+                           {"textDocument": {"uri": A}, "position": {"line": 0, "character": 6}})
+    (item,) = result["items"]
+    assert item["textEdit"] == {"range": {"start": {"line": 0, "character": 6}, "end": {"line": 0, "character": 7}},
+                                "newText": "a) + g(b)"}  # `x = f(a) + g(b)`: the `)` is not doubled
 
 
 async def test_the_completion_menu_is_registered_when_turned_on_later(fake, tmp_path):

@@ -42,10 +42,10 @@ async def test_initialize_advertises_what_margin_does():
         assert list(caps.execute_command_provider.commands) == ["margin.applyOps", "margin.editSelection"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__
-        # Nothing Margin does not implement yet is claimed.
+        # Nothing Margin does not implement is claimed; the completion menu is opt-in.
         assert caps.code_action_provider.resolve_provider is True
+        assert caps.inline_completion_provider is not None
         assert caps.completion_provider is None and caps.hover_provider is None
-        assert caps.inline_completion_provider is None
 
 
 async def test_utf8_is_chosen_when_offered():

@@ -141,3 +141,51 @@ def test_an_inline_completion_shown_by_neovim_is_accepted_and_written(tmp_path, 
     server_log = (tmp_path / "margin.log").read_text()
     assert "completion done" in server_log and "route=chat" in server_log and "shown=True" in server_log
     assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
+
+
+COMPLETION_MENU = Path(__file__).parent / "nvim" / "completion_menu.lua"
+
+
+def test_the_completion_menu_item_is_accepted_in_neovim_and_written(tmp_path, fake):
+    """`completionMenu`, for editors without inline completion, in Neovim's own
+    `vim.lsp.completion` as its docs set it up: `m` typed before an auto-closed `)`, <C-Space>
+    (mapped to `vim.lsp.completion.get()`) asks, the menu shows Margin's one item, <C-n><C-y>
+    selects and accepts it (Neovim's code puts it in the buffer), <Esc>, `:write`."""
+    (tmp_path / ".git").mkdir()
+    source = tmp_path / "calc.py"
+    source.write_bytes(b"values = [3, 1]\nbiggest = m)\n")
+    fake.script(reply(json.dumps({"completion": "ax(values)"})))
+    results = run_nvim(COMPLETION_MENU, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_CURSOR="2,11",
+                       MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+                       MARGIN_DATABASE=str(tmp_path / "t.db"))
+    assert results["supports"] is True  # completionProvider advertised at initialize
+    assert results["mode_in_insert"] == "i"
+    # One request, invoked (triggerKind 1) between `m` and `)`.
+    assert results["params"] == [{"textDocument": {"uri": source.as_uri()},
+                                  "position": {"line": 1, "character": 11}, "context": {"triggerKind": 1}}]
+    (answer,) = results["responses"]
+    assert answer.get("err") is None and answer["result"]["isIncomplete"] is True
+    (item,) = answer["result"]["items"]
+    # Neovim's `vim.lsp.completion` puts an item in with Vim's `complete()`, from the item's start
+    # column to the cursor only: the item ends at the cursor, leaving out the `)` already there.
+    assert item["textEdit"] == {"range": {"start": {"line": 1, "character": 10}, "end": {"line": 1, "character": 11}},
+                                "newText": "max(values"}
+    assert item["filterText"] == "max(values" and item["insertTextFormat"] == 1
+    # Neovim's menu: Margin's item alone, nothing selected yet (completeopt noselect).
+    assert results["pumvisible"] == 1 and results["line_with_menu"] == "biggest = m)"
+    assert results["menu"] == [{"word": "max(values", "abbr": "max(values", "menu": "Margin", "kind": "Text"}]
+    assert results["selected_before"] == -1
+    assert results["complete_done_reason"] == "accept" and results["completed_word"] == "max(values"
+    assert results["mode_after"] == "n"
+    written = source.read_bytes()
+    assert results["lines"] == written.decode().splitlines()
+    assert results["server_fingerprint"] == disk_fingerprint(source)  # the server's copy agrees
+    assert results["server_version"] == results["changedtick"]
+    assert results["stopped"] is True
+    (sent,) = fake.requests  # one chat request: the hole at the cursor
+    assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert [path for path, _ in fake.posts] == ["/infill"]  # llama.cpp without FIM tokens, asked once
+    server_log = (tmp_path / "margin.log").read_text()
+    assert "completion done" in server_log and "route=chat" in server_log
+    assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
+    assert written == b"values = [3, 1]\nbiggest = max(values)\n"

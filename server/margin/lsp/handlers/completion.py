@@ -56,10 +56,23 @@ def _menu_on(ls: MarginLanguageServer) -> bool:
     return ls.app.settings.current.globals.completion_menu
 
 
+def _snippet(text: str) -> str:
+    """`text` as a snippet that inserts exactly it (no tab stops, no variables)."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
 async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -> types.CompletionList:
-    """The suggestion as a completion item. Its edit starts at the word being typed, so editors
-    that filter items by that word keep it, and ends after the auto-closed characters the
-    suggestion rewrites. Incomplete: the editor asks again as the user types."""
+    """The suggestion as a completion item, shaped for what editors do with items:
+
+    - its edit starts at the word being typed, so editors that filter items by that word keep it;
+    - it ends at the cursor: auto-closed characters after the cursor that the suggestion ends
+      with are left out of it rather than replaced (Neovim's `vim.lsp.completion` never applies
+      an edit past the cursor, and would double them); only a suggestion that rewrites them
+      elsewhere replaces them;
+    - it is a snippet when it holds whitespace and the client takes snippets (Neovim inserts a
+      plain item only up to its first space), its later lines without the cursor line's
+      indentation and `insertTextMode` adjustIndentation (the editor indents them);
+    - the list is incomplete: the editor asks again as the user types."""
     empty = types.CompletionList(is_incomplete=True, items=[])
     if not _menu_on(ls):
         return empty
@@ -71,19 +84,32 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
     encoding = ls.app.files.encoding
     offset = file.offset_at(position, encoding)
     line_start = file.text.rfind("\n", 0, offset) + 1
-    word = _WORD.search(file.text[line_start:offset]).group()  # type: ignore[union-attr]
+    typed = file.text[line_start:offset]
+    word = _WORD.search(typed).group()  # type: ignore[union-attr]
     start = file.position_at(offset - len(word), encoding)
-    text = word + outcome.suggestion.text
+    suggestion, end = outcome.suggestion.text, outcome.range.end
+    closers = file.text[offset:offset + outcome.suggestion.replaces]
+    if closers and suggestion.endswith(closers) and suggestion != closers:
+        suggestion, end = suggestion[: -len(closers)], file.position_at(offset, encoding)
+    text = word + suggestion
     first, _, more = text.partition("\n")
     label = first.strip()
     if len(label) > LABEL_CHARS or more:
         label = label[:LABEL_CHARS].rstrip() + "…"
-    edit = types.TextEdit(convert.lsp_range(Range(start, outcome.range.end)), text)
+    shown = word + outcome.suggestion.text
     item = types.CompletionItem(
-        label=label or text.strip()[:LABEL_CHARS], kind=types.CompletionItemKind.Text, detail="Margin",
-        documentation=types.MarkupContent(types.MarkupKind.Markdown, f"```{file.language_id}\n{text}\n```"),
-        filter_text=text, sort_text="0", preselect=True, text_edit=edit,
-        insert_text_format=types.InsertTextFormat.PlainText)
+        label=label or shown.strip()[:LABEL_CHARS], kind=types.CompletionItemKind.Text, detail="Margin",
+        documentation=types.MarkupContent(types.MarkupKind.Markdown, f"```{file.language_id}\n{shown}\n```"),
+        filter_text=text, sort_text="0", preselect=True, insert_text_format=types.InsertTextFormat.PlainText)
+    if any(c.isspace() for c in text) and ls.can("text_document.completion.completion_item.snippet_support"):
+        indent = typed[: len(typed) - len(typed.lstrip(" \t"))]
+        lines = text.split("\n")
+        if len(lines) > 1:
+            lines[1:] = [line[len(indent):] if line.startswith(indent) else line for line in lines[1:]]
+            item.insert_text_mode = types.InsertTextMode.AdjustIndentation
+        text = _snippet("\n".join(lines))
+        item.insert_text_format = types.InsertTextFormat.Snippet
+    item.text_edit = types.TextEdit(convert.lsp_range(Range(start, end)), text)
     return types.CompletionList(is_incomplete=True, items=[item])
 
 
