@@ -179,17 +179,6 @@ async def test_a_menu_item_with_spaces_and_lines_is_a_snippet_where_the_client_t
     assert item["label"] == "total = 0…"
 
 
-async def test_a_menu_item_that_rewrites_the_closer_elsewhere_replaces_it(fake, tmp_path):
-    fake.script(hole("a) + g(b)"))
-    async with start(fake, tmp_path, init_options={"completionMenu": True}) as client:
-        open_doc(client, A, "x = f()\n")
-        result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
-                           {"textDocument": {"uri": A}, "position": {"line": 0, "character": 6}})
-    (item,) = result["items"]
-    assert item["textEdit"] == {"range": {"start": {"line": 0, "character": 6}, "end": {"line": 0, "character": 7}},
-                                "newText": "a) + g(b)"}  # `x = f(a) + g(b)`: the `)` is not doubled
-
-
 async def test_the_completion_menu_is_registered_when_turned_on_later(fake, tmp_path):
     capabilities = types.ClientCapabilities(
         workspace=types.WorkspaceClientCapabilities(configuration=True),
