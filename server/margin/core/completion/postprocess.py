@@ -385,6 +385,9 @@ def _replaces(text: str, cursor: _Cursor) -> int:
     if not cursor.auto_closed:
         return 0
     rest, squeezed = cursor.rest.rstrip(), re.sub(r"\s+", "", text)
-    options = [k for k in range(len(rest), 0, -1) if rest[k - 1] not in " \t"
-               and squeezed.endswith(re.sub(r"\s+", "", rest[:k]))]
-    return min([*options, 0], key=lambda k: _misfit(text, k, cursor))
+    cuts = [k for k in range(len(rest), 0, -1) if rest[k - 1] not in " \t"]
+    ends = [k for k in cuts if squeezed.endswith(re.sub(r"\s+", "", rest[:k]))]
+    # It may also close them earlier and go on (`a) + 1` typed in `f(|)`): replaced when the
+    # line fits better so. On a tie: what it ends with, else nothing.
+    inside = [k for k in cuts if k not in ends and all(text.count(c) >= rest[:k].count(c) for c in set(rest[:k]))]
+    return min([*ends, 0, *inside], key=lambda k: _misfit(text, k, cursor))
