@@ -7,12 +7,9 @@
 // (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_SERVER (margin-lsp),
 // plus the MARGIN_* server settings, which reach margin-lsp through code-server's environment.
 
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  installVsix, launchBrowser, openFile, openWorkbench, runCommand, screenshot, startCodeServer,
-} from "./harness.mjs";
+import { openFile, runCommand, runScenario, screenshot } from "./harness.mjs";
 
 /** The margin-lsp processes code-server started (it leads process group `group`); with a
  * signal, sends it to them. */
@@ -35,40 +32,15 @@ const env = (name) => {
   if (!value) throw new Error(`${name} is not set`);
   return value;
 };
-const workspace = env("MARGIN_E2E_WORKSPACE");
-const out = env("MARGIN_E2E_OUT");
-const results = { steps: [] };
-const step = (name) => { results.steps.push(name); console.log(`step: ${name}`); };
 
-const deadline = setTimeout(() => {
-  console.error("timed out");
-  process.exit(3);
-}, 240_000);
-
-let server;
-let browser;
-let page;
-try {
-  const home = mkdtempSync(join(tmpdir(), "margin-vscode-"));
-  const extensionsDir = join(home, "extensions");
-  const userDataDir = join(home, "user-data");
-  await installVsix(env("MARGIN_E2E_VSIX"), extensionsDir);
-  step("installed");
-  server = await startCodeServer({
-    workspace, extensionsDir, userDataDir,
-    settings: {
-      "margin.server.command": env("MARGIN_E2E_SERVER"),
-      "margin.chat.maxOutputTokens": 256,
-      "editor.minimap.enabled": false,
-      "files.autoSave": "off",
-    },
-    env: process.env,
-  });
-  browser = await launchBrowser();
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  await openWorkbench(page, server.url, workspace);
-  step("workbench");
-
+await runScenario({
+  settings: {
+    "margin.chat.maxOutputTokens": 256,
+    // Inline completion (its own scenario, inline_completion.mjs) would ask the fake for a
+    // suggestion while the settings JSON is typed, and take a reply scripted for the chat.
+    "margin.completion.enabled": false,
+  },
+}, async ({ page, server, userDataDir, workspace, out, results, step }) => {
   // --- Edit Selection… --------------------------------------------------------------------
   await openFile(page, "calc.py");
   const editor = page.locator(".editor-instance .monaco-editor").first();
@@ -203,15 +175,4 @@ try {
   results.failedStatus = await page.locator(".statusbar-item.has-background-color, .statusbar-item")
     .filter({ has: page.locator(".codicon-error") }).count();
   step("start failure shown");
-  results.ok = true;
-} catch (error) {
-  results.error = String(error && error.stack ? error.stack : error);
-  console.error(results.error);
-  if (page) await screenshot(page, join(out, "vscode-failure.png")).catch(() => {});
-} finally {
-  writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2));
-  try { await browser?.close(); } catch { /* already gone */ }
-  try { await server?.stop(); } catch { /* already gone */ }
-  clearTimeout(deadline);
-}
-process.exit(results.ok ? 0 : 1);
+});

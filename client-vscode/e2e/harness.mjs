@@ -473,3 +473,77 @@ export async function screenshot(page, path) {
   await page.screenshot({ path, fullPage: false });
   return path;
 }
+
+/**
+ * Runs one end-to-end scenario as tests/e2e/test_vscode.py starts it: installs MARGIN_E2E_VSIX,
+ * starts code-server on MARGIN_E2E_WORKSPACE with margin.server.command set to MARGIN_E2E_SERVER
+ * (and `settings` over that), opens the workbench in headless Chromium, and calls
+ * `body({page, server, userDataDir, workspace, out, results, step})`. `results` (with `steps`,
+ * the names given to `step`, and `ok` when `body` returned) goes to MARGIN_E2E_OUT/results.json;
+ * on a failure the page is saved as vscode-failure.png there. Exits the process: 0 when `body`
+ * returned, 1 when it threw, 3 after `timeoutMs`.
+ */
+export async function runScenario({ settings = {}, timeoutMs = 240_000 } = {}, body) {
+  const env = (name) => {
+    const value = process.env[name];
+    if (!value) throw new Error(`${name} is not set`);
+    return value;
+  };
+  const workspace = env('MARGIN_E2E_WORKSPACE');
+  const out = env('MARGIN_E2E_OUT');
+  const results = { steps: [] };
+  const step = (name) => {
+    results.steps.push(name);
+    console.log(`step: ${name}`);
+  };
+  const deadline = setTimeout(() => {
+    console.error('timed out');
+    process.exit(3);
+  }, timeoutMs);
+  let server;
+  let browser;
+  let page;
+  try {
+    const home = await mkdtemp(join(tmpdir(), 'margin-vscode-'));
+    const extensionsDir = join(home, 'extensions');
+    const userDataDir = join(home, 'user-data');
+    await installVsix(env('MARGIN_E2E_VSIX'), extensionsDir);
+    step('installed');
+    server = await startCodeServer({
+      workspace,
+      extensionsDir,
+      userDataDir,
+      settings: {
+        'margin.server.command': env('MARGIN_E2E_SERVER'),
+        'editor.minimap.enabled': false,
+        'files.autoSave': 'off',
+        ...settings,
+      },
+      env: process.env,
+    });
+    browser = await launchBrowser();
+    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await openWorkbench(page, server.url, workspace);
+    step('workbench');
+    await body({ page, server, userDataDir, workspace, out, results, step });
+    results.ok = true;
+  } catch (error) {
+    results.error = String(error && error.stack ? error.stack : error);
+    console.error(results.error);
+    if (page) await screenshot(page, join(out, 'vscode-failure.png')).catch(() => {});
+  } finally {
+    await writeFile(join(out, 'results.json'), JSON.stringify(results, null, 2));
+    try {
+      await browser?.close();
+    } catch {
+      // already gone
+    }
+    try {
+      await server?.stop();
+    } catch {
+      // already gone
+    }
+    clearTimeout(deadline);
+  }
+  process.exit(results.ok ? 0 : 1);
+}

@@ -42,6 +42,17 @@ function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOu
     revealOutputChannelOn: RevealOutputChannelOn.Never,
     initializationOptions: serverSettings(config()),
     middleware: {
+      // Margin gives an inline completion a range only when it replaces text after the cursor;
+      // without one it goes at the cursor. VS Code would instead replace from the start of the
+      // word at the cursor to the end of the line, and not show a suggestion typed after a word
+      // character (`return a` + ` + b`): give it the cursor as its range.
+      provideInlineCompletionItems: async (document, position, context, token, next) => {
+        const result = await next(document, position, context, token);
+        for (const item of (Array.isArray(result) ? result : result?.items) ?? []) {
+          item.range ??= new vscode.Range(position, position);
+        }
+        return result;
+      },
       workspace: {
         // The server pulls section "margin": answer with the server's part only.
         configuration: (params, token, next) =>

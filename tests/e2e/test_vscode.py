@@ -1,6 +1,6 @@
 """The VS Code extension: its unit tests (node's test runner), and the built `.vsix` in a real
 VS Code (code-server) driven by headless Chromium against the fake backend. Screenshots of the
-diff view and the chat panel are kept in build/screenshots/."""
+diff view, the chat panel and inline completion's ghost text are kept in build/screenshots/."""
 
 from __future__ import annotations
 
@@ -47,13 +47,39 @@ def test_extension_unit_tests_pass():
     assert "# fail 0" in run.stdout and "# pass 0" not in run.stdout
 
 
-def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
+def run_in_vs_code(scenario: str, fake, tmp_path: Path, calc: str, **env: str) -> tuple[Path, dict]:
+    """Runs the scenario client-vscode/e2e/`scenario` (see runScenario in harness.mjs) in code-server
+    on a workspace holding calc.py with `calc`, with margin-lsp pointed at the fake backend; copies
+    its screenshots to build/screenshots/ and checks it finished. Returns the workspace and the
+    scenario's results.json."""
     assert VSIX.exists(), "build the extension first: bash scripts/build-vscode-extension.sh"
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    (workspace / "calc.py").write_text(CALC)
+    (workspace / "calc.py").write_text(calc)
     out = tmp_path / "out"
     out.mkdir()
+    full_env = clean_env(
+        PATH=f"{tools() / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+        MARGIN_VSCODE_TOOLS=str(tools()), MARGIN_E2E_VSIX=str(VSIX), MARGIN_E2E_WORKSPACE=str(workspace),
+        MARGIN_E2E_OUT=str(out), MARGIN_E2E_SERVER=str(BIN / "margin-lsp"),
+        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+        MARGIN_DATABASE=str(tmp_path / "threads.db"), MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
+        HOME=str(tmp_path / "home"), **env,
+    )
+    run = subprocess.run([node(), str(CLIENT / "e2e" / scenario)], env=full_env, capture_output=True,
+                         text=True, timeout=300)
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for shot in out.glob("*.png"):
+        shutil.copy(shot, SCREENSHOTS / shot.name)
+    log = tmp_path / "margin.log"
+    assert run.returncode == 0 and results.get("ok"), (results.get("steps"), results.get("error"),
+                                                      run.stdout[-2000:], run.stderr[-2000:],
+                                                      log.read_text()[-3000:] if log.exists() else "(no log)")
+    return workspace, results
+
+
+def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     fake.script(
         reply(json.dumps({"assistant_message": "Renamed add to plus.", "ops": [
             {"op": "replace", "target_file": "calc.py", "target": "match", "match": "def add(a, b):",
@@ -63,22 +89,7 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
         stream(["`plus` adds ", "its two arguments:\n\n", "```python\nplus(2, 3)  # 5\n```\n"], chunk_delay_s=0.6),
         stream(["There is ", "no minus ", "yet", "."], chunk_delay_s=3),
     )
-    env = clean_env(
-        PATH=f"{tools() / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
-        MARGIN_VSCODE_TOOLS=str(tools()), MARGIN_E2E_VSIX=str(VSIX), MARGIN_E2E_WORKSPACE=str(workspace),
-        MARGIN_E2E_OUT=str(out), MARGIN_E2E_SERVER=str(BIN / "margin-lsp"),
-        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
-        MARGIN_DATABASE=str(tmp_path / "threads.db"), MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
-        HOME=str(tmp_path / "home"),
-    )
-    run = subprocess.run([node(), str(CLIENT / "e2e" / "edit_and_chat.mjs")], env=env, capture_output=True,
-                         text=True, timeout=300)
-    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for shot in out.glob("*.png"):
-        shutil.copy(shot, SCREENSHOTS / shot.name)
-    assert run.returncode == 0 and results.get("ok"), (results.get("steps"), results.get("error"),
-                                                      run.stdout[-2000:], run.stderr[-2000:])
+    workspace, results = run_in_vs_code("edit_and_chat.mjs", fake, tmp_path, CALC)
     # The diff was accepted and the file saved: exactly the proposal, on disk.
     assert (workspace / "calc.py").read_text() == CALC.replace("add", "plus")
     assert results["saved"] == CALC.replace("add", "plus")
@@ -107,3 +118,26 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     # margin.chat.maxOutputTokens from the user's settings, then changed while running.
     assert sent[1]["max_tokens"] == 256 and sent[2]["max_tokens"] == 300
     assert "And minus?" in sent[2]["messages"][-1]["content"]
+
+
+def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
+    calc = "def add(a, b):\n    return \n"
+    # The fake looks like llama.cpp without FIM tokens: /infill is tried once, then the suggestion
+    # comes by the chat route, a reply filling the hole. VS Code asks again as the text changes,
+    # so every ask gets the same answer.
+    fake.default = reply(json.dumps({"completion": " + b"}))
+    workspace, results = run_in_vs_code("inline_completion.mjs", fake, tmp_path, calc, MARGIN_E2E_TYPED="a")
+    # Typing `a` after `return ` brought the suggestion as ghost text, shown in the screenshot.
+    assert results["ghost"] == " + b" and results["ghostAfterShot"] == " + b", results
+    assert results["lineWithGhost"] == "    return a + b"
+    assert (SCREENSHOTS / "vscode-inline.png").stat().st_size > 10_000
+    # Tab accepted it and Ctrl+S saved it.
+    assert (results["lineTyped"], results["lineAccepted"]) == ("    return a", "    return a + b")
+    assert results["saved"] == (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    # Through textDocument/inlineCompletion: the server asked the model with the typed `a` at the cursor.
+    assert {path for path, _ in fake.posts} == {"/infill"}  # tried, found unsupported: then chat
+    assert fake.requests, "VS Code never asked the server for an inline completion"
+    for sent in fake.requests:
+        assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert "return a" in fake.requests[0]["messages"][-1]["content"]  # the file held `return ` before
+    assert "completion failed" not in (tmp_path / "margin.log").read_text()

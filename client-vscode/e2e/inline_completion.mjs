@@ -1,0 +1,89 @@
+// Inline completion in a real VS Code (code-server) driven by headless Chromium: typing in
+// calc.py brings Margin's suggestion as ghost text (VS Code asks through the language client's
+// textDocument/inlineCompletion), Tab accepts it, Ctrl+S saves. Run by tests/e2e/test_vscode.py,
+// which starts the fake model backend (its chat replies are the suggestions), checks the file on
+// disk and keeps the screenshot vscode-inline.png.
+//
+// Environment: as edit_and_chat.mjs (see runScenario in harness.mjs); calc.py's second line is
+// `    return ` and the scenario types MARGIN_E2E_TYPED at its end.
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { openFile, runScenario, screenshot } from "./harness.mjs";
+
+const typed = process.env.MARGIN_E2E_TYPED ?? "a";
+
+/** The text of the ghost text VS Code shows in the active editor (spaces as spaces), or "". */
+async function ghostText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
+    const parts = editor ? [...editor.querySelectorAll(".ghost-text-decoration, .ghost-text")] : [];
+    return parts.map((part) => part.textContent).join("").replace(/\u00a0/g, " ");
+  });
+}
+
+/** Line `index` (from 0) of the active editor as shown, with the ghost text in it or, with
+ * `withGhost` false, without: the document's text. */
+async function lineText(page, index, withGhost = true) {
+  return page.evaluate(({ index, withGhost }) => {
+    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
+    const lines = [...editor.querySelectorAll(".view-lines .view-line")]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+    const line = lines[index]?.cloneNode(true);
+    if (!line) return null;
+    if (!withGhost) for (const part of line.querySelectorAll(".ghost-text-decoration, .ghost-text")) part.remove();
+    return line.textContent.replace(/\u00a0/g, " ");
+  }, { index, withGhost });
+}
+
+/** Waits until `condition()` (async) is true, checking every 100 ms, for at most `timeoutMs`. */
+async function until(page, condition, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(100);
+  }
+}
+
+await runScenario({}, async ({ page, workspace, out, results, step }) => {
+  const path = join(workspace, "calc.py");
+  results.original = readFileSync(path, "utf8");
+  await openFile(page, "calc.py");
+  // The server must be running before it can suggest anything.
+  await page.locator(".statusbar-item").filter({ hasText: /gemma|server's model/ }).first()
+    .waitFor({ timeout: 60_000 });
+  const editor = page.locator(".editor-group-container.active .editor-container .monaco-editor").first();
+  await editor.locator(".view-lines").click();
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End");  // after `    return `
+  step("cursor placed");
+
+  // Typing is what triggers it: VS Code asks for inline completions as the text changes.
+  await page.keyboard.type(typed);
+  await until(page, async () => (await ghostText(page)).trim() !== "", "the ghost text", 60_000);
+  results.ghost = await ghostText(page);
+  results.ghostClasses = await editor.locator(".ghost-text-decoration, .ghost-text").evaluateAll(
+    (parts) => parts.map((part) => part.className));
+  results.lineWithGhost = await lineText(page, 1);
+  await screenshot(page, join(out, "vscode-inline.png"));
+  // Still showing after the screenshot: it was on the page when it was taken.
+  results.ghostAfterShot = await ghostText(page);
+  step("ghost text");
+
+  const typedLine = await lineText(page, 1, false);
+  await page.keyboard.press("Tab");
+  // Accepted: the suggestion is now text of the line. (VS Code asks again at once; what the model
+  // suggests after it may show as new ghost text, which is not the document's.)
+  await until(page, async () => (await lineText(page, 1, false)) !== typedLine, "the suggestion to be accepted");
+  results.lineTyped = typedLine;
+  results.lineAccepted = await lineText(page, 1, false);
+  step("accepted");
+
+  await page.keyboard.press("Control+S");
+  await until(page, async () => readFileSync(path, "utf8") !== results.original, "calc.py to be saved");
+  await page.locator(".tabs-container .tab.active.dirty").waitFor({ state: "detached", timeout: 30_000 });
+  results.saved = readFileSync(path, "utf8");
+  step("saved");
+});
