@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pytest
@@ -48,17 +50,17 @@ class LlamaServer:
     log_path: Path
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory) -> LlamaServer:
+@contextlib.contextmanager
+def running_llama_server(log_path: Path) -> Iterator[LlamaServer]:
     """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
-    port. scripts/install-model-server.sh installs it (a no-op when already installed)."""
+    port, until the block ends. scripts/install-model-server.sh installs it (a no-op when
+    already installed); without it, RuntimeError says what to run."""
     check = subprocess.run(["bash", str(REPO / "scripts" / "install-model-server.sh"), "--check"],
                            capture_output=True, text=True)
     if check.returncode != 0:
-        pytest.fail(check.stderr.strip() + " (scripts/test.sh does this before running the tests)")
+        raise RuntimeError(check.stderr.strip() + " (scripts/test.sh does this before running the tests)")
     home = Path(check.stdout.strip().splitlines()[-1])
     port = free_port()
-    log_path = tmp_path_factory.mktemp("llama") / "llama-server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [str(home / "venv" / "bin" / "llama-cpp-server"), "-m", str(home / "gemma-3-270m-q4_k_m.gguf"),
@@ -87,6 +89,18 @@ def llama_server(tmp_path_factory) -> LlamaServer:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory) -> Iterator[LlamaServer]:
+    """The real llama.cpp server (running_llama_server), shared by the session's tests."""
+    try:
+        with running_llama_server(tmp_path_factory.mktemp("llama") / "llama-server.log") as server:
+            yield server
+    except RuntimeError as error:
+        if "install-model-server" in str(error):
+            pytest.fail(str(error))
+        raise
 
 
 async def until(condition, timeout: float = 20.0) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -236,3 +238,181 @@ async def test_a_code_action_on_a_large_file_fits_the_window_and_edits_only_the_
     tail = len(text) - end
     print(f"\nedit: {edited[start:len(edited) - tail]!r}")
     assert edited[:start] == text[:start] and edited[len(edited) - tail:] == text[end:]
+
+
+# --- inline completion on the real model, through a recording proxy ------------------------------
+
+COMPLETION_ENV = {"MARGIN_COMPLETION_TIMEOUT_S": "120", "MARGIN_COMPLETION_TEMPERATURE": "0"}
+"""The first request of a 400-line file evaluates ~3,800 tokens: ~10 s on two CPU cores, more
+under load, longer than the completion profile's default 10 s timeout."""
+TYPING_LINE = 197
+"""Where the typing script writes: a new line in `_indent` of argparse's HelpFormatter."""
+TYPING_INDENT = "        "
+TYPED = "assert self._level < 100, 'too deep'"[:30]
+"""The 30 keystrokes of the typing script."""
+
+
+def typing_file() -> str:
+    """A real 400-line Python file (the first 400 lines of the standard library's argparse),
+    with an indented empty line at TYPING_LINE for the typing script."""
+    import argparse
+    import inspect
+
+    lines = inspect.getsource(argparse).splitlines(keepends=True)[:400]
+    return "".join(lines[:TYPING_LINE]) + TYPING_INDENT + "\n" + "".join(lines[TYPING_LINE:])
+
+
+def inline_params(uri: str, line: int, character: int, version: int | None = None) -> dict:
+    document: dict = {"uri": uri}
+    if version is not None:
+        document["version"] = version
+    return {"textDocument": document, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 2}}
+
+
+@contextlib.asynccontextmanager
+async def completion_client(base_url: str, tmp_path, **extra: str):
+    """margin-lsp on `base_url`, sending inline completion params as the JSON given here."""
+    from pathlib import Path
+
+    from lsprotocol import types
+
+    env = {"MARGIN_DEFAULTS_BASE_URL": base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"), **COMPLETION_ENV,
+           **extra}
+    async with margin_client(env=env, root=Path("/ws")) as client:
+        client.protocol._converter.register_unstructure_hook(types.InlineCompletionRequest, lambda m: {
+            "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
+        yield client
+
+
+async def inline_items(client, params: dict) -> list[dict]:
+    from tests.e2e.lsp_client import request
+
+    result = await request(client, "textDocument/inlineCompletion", params)
+    result = client.protocol._converter.unstructure(result) if result is not None else None
+    return result["items"] if isinstance(result, dict) else (result or [])
+
+
+@dataclass
+class Keystroke:
+    char: str
+    seconds: float
+    """from sending textDocument/inlineCompletion to its answer, at the client"""
+    exchanges: list
+    """the proxy's chat exchanges this keystroke caused (none when Margin's cache answered)"""
+    items: list[dict]
+
+    @property
+    def prompt_n(self) -> int:
+        """Prompt tokens llama.cpp evaluated anew for this keystroke (0 with no request)."""
+        return sum(e.prompt_n or 0 for e in self.exchanges)
+
+
+async def type_script(client, proxy, uri: str, text: str, typed: str = TYPED, line: int = TYPING_LINE,
+                      column: int = len(TYPING_INDENT), after=None) -> tuple[list, list[Keystroke]]:
+    """Open `text`, ask once at the typing point (the warm-up: the whole prompt is evaluated),
+    then type `typed` one character at a time, asking after each and awaiting the answer before
+    the next, as a user pausing briefly. Returns the warm-up's chat exchanges and each keystroke.
+    `after`, when given, is awaited with the chat exchanges of the warm-up and of each keystroke,
+    between keystrokes (the benchmark replays them to another server there)."""
+    import time
+
+    from tests.e2e.lsp_client import change_doc, open_doc
+
+    chat = "/v1/chat/completions"
+    open_doc(client, uri, text)
+    seen = len(proxy.posts(chat))
+    await inline_items(client, inline_params(uri, line, column, version=1))
+    warmup = proxy.posts(chat)[seen:]
+    if after is not None:
+        await after(warmup)
+    keystrokes = []
+    for i, char in enumerate(typed):
+        at = column + i
+        change_doc(client, uri, i + 2, ((line, at, line, at), char))
+        seen = len(proxy.posts(chat))
+        started = time.perf_counter()
+        items = await inline_items(client, inline_params(uri, line, at + 1, version=i + 2))
+        seconds = time.perf_counter() - started
+        keystrokes.append(Keystroke(char, seconds, proxy.posts(chat)[seen:], items))
+        if after is not None:
+            await after(keystrokes[-1].exchanges)
+    return warmup, keystrokes
+
+
+@pytest.mark.timeout(900)  # a junk answer runs to maxOutputTokens: ~40 s each on two loaded cores
+async def test_completion_on_gemma_falls_back_to_the_chat_route_within_the_window(llama_server, tmp_path):
+    """Gemma 3 has no FIM tokens: the one /infill probe is answered as not supported, then every
+    completion is a chat request for a JSON hole answer whose prompt plus output fits the
+    window. A 270M model's suggestion may be poor; what is checked is the mechanism, and that
+    at least one of a few places gets a suggestion."""
+    from tests.fakes.recording_proxy import RecordingProxy
+
+    uri = "file:///ws/calc.py"
+    text = ("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return \n\n\n"
+            "def area(width, height):\n    \n\n\nprint(add(2, 3), mul(4, 5))\n")
+    places = [(5, 11), (9, 4), (1, 16)]
+    with RecordingProxy(llama_server.root) as proxy:
+        async with completion_client(proxy.base_url, tmp_path) as client:
+            from tests.e2e.lsp_client import open_doc
+
+            open_doc(client, uri, text)
+            answers = [await inline_items(client, inline_params(uri, line, column, version=1))
+                       for line, column in places]
+    (probe,) = proxy.posts("/infill")
+    assert probe.status >= 400 and "not supported" in json.dumps(probe.answer).lower(), (probe.status, probe.answer)
+    chats = proxy.posts("/v1/chat/completions")
+    assert len(chats) == len(places), "one chat request per place, none retried"
+    for exchange in chats:
+        body, answer = exchange.body, exchange.answer
+        assert exchange.status == 200, answer
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["name"] == "hole_answer"
+        assert body["stream"] is False and body["temperature"] == 0
+        assert answer["usage"]["prompt_tokens"] + body["max_tokens"] <= LLAMA_CONTEXT
+        assert answer["choices"][0]["finish_reason"] in ("stop", "length")
+    print()
+    for (line, column), items, exchange in zip(places, answers, chats):
+        content = exchange.answer["choices"][0]["message"]["content"]
+        print(f"at {line}:{column}: model said {content[:80]!r} -> {[i['insertText'] for i in items]!r}")
+        for item in items:
+            assert item["insertText"].strip()
+            if "range" in item:  # only when it replaces auto-closed characters after the cursor
+                assert item["range"]["start"] == {"line": line, "character": column}
+    assert any(answers), "no place got a suggestion"
+
+
+TYPING_ENV = {"MARGIN_COMPLETION_MAX_OUTPUT_TOKENS": "32"}
+"""Answers of at most 32 tokens: the 270M model often writes junk until maxOutputTokens, 128 of
+which take ~40 s on two loaded cores; the prompt (what is measured) is the same either way."""
+
+
+@pytest.mark.timeout(1800)  # ~2 minutes on a quiet machine; CI runs loaded
+async def test_typing_a_line_re_evaluates_few_prompt_tokens_per_keystroke(llama_server, tmp_path):
+    """30 keystrokes along a new line of a 400-line file, each asked after the previous answer:
+    the prompt is laid out so typing changes only its end, so llama.cpp's prompt cache keeps the
+    rest and each keystroke evaluates only a few tokens (`timings.prompt_n`; 0 for a keystroke
+    Margin's cache answered without a request)."""
+    import statistics
+
+    from tests.fakes.recording_proxy import RecordingProxy
+
+    with RecordingProxy(llama_server.root) as proxy:
+        async with completion_client(proxy.base_url, tmp_path, **TYPING_ENV) as client:
+            warmup, keystrokes = await type_script(client, proxy, "file:///ws/argparse_head.py", typing_file())
+    assert len(warmup) == 1 and warmup[0].status == 200, [e.answer for e in warmup]
+    first = warmup[0]
+    per_key = [k.prompt_n for k in keystrokes]
+    print(f"\nwarm-up: prompt_n {first.prompt_n} of {first.answer['usage']['prompt_tokens']} prompt tokens, "
+          f"{first.seconds:.1f} s")
+    for k in keystrokes:
+        print(f"  {k.char!r}: prompt_n {k.prompt_n:>4}  requests {len(k.exchanges)}  {k.seconds * 1000:6.0f} ms  "
+              f"{[i['insertText'][:30] for i in k.items]!r}")
+    print(f"prompt_n per keystroke: {per_key}; median {statistics.median(per_key)}")
+    assert len(keystrokes) == 30
+    for k in keystrokes:
+        assert len(k.exchanges) <= 1, "one request per keystroke at most"
+        for e in k.exchanges:
+            assert e.status == 200 and e.prompt_n is not None, e.answer
+    assert first.prompt_n > 1000  # the whole file was evaluated once
+    assert statistics.median(per_key) <= 64

@@ -112,7 +112,11 @@ class VirtualFile:
     def line_starts(self) -> list[int]:
         """Offsets where each line begins; lines end at \\n, \\r\\n or \\r (as LSP defines)."""
         if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.text)]
+            if "\r" in self.text:
+                self._line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(self.text)]
+            else:  # the usual case, several times faster (every keystroke of a completion asks)
+                self._line_starts = list(itertools.accumulate(
+                    (len(line) + 1 for line in self.text.split("\n")[:-1]), initial=0))
         return self._line_starts
 
     @property

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from margin.core.budget import BudgetReport
 from margin.core.completion import formats
@@ -26,13 +26,14 @@ from margin.core.completion.prompt import (
     CONTEXT_CHARS_PER_TOKEN,
     CompletionInput,
     CompletionPrompt,
+    RecentCode,
     Snippet,
     assemble_completion,
 )
 from margin.core.llm import NotSupported, ProviderError
+from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
-from margin.services.completion_routes import RouteMemory
 from margin.services.errors import RequestError
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.structured import ask_json, framing_tokens, sync_count
@@ -47,6 +48,42 @@ MAX_SNIPPETS = 3
 """Other open files a prompt may show a window of (recently edited first)."""
 SNIPPET_LINES = 40
 """Lines of such a window, around where the file was last edited (else its first lines)."""
+SUPERSEDED_CLOSE_S = 0.05
+"""How long a request waits for the work it replaced to stop (its HTTP call closed) before
+starting its own: a few event-loop turns, unless something is wrong."""
+SHORT_TEXT_CHARS, SHORT_COUNTS = 512, 100_000
+"""Counts of texts up to this long (the lines of the code around the cursor, which the budget
+counts one by one on every request) kept per in-process tokenizer, up to this many."""
+
+
+class ShortCounts:
+    """Exact counts of short texts by the text itself, for an in-process tokenizer: a dict lookup,
+    far cheaper than the tokenizer's own cache by content hash, for the thousands of lines a
+    request around a 3,000-line file counts; and the code around the cursor of recent requests
+    with its line counts (`RecentCode`)."""
+
+    def __init__(self) -> None:
+        self._counter: TokenCounter | None = None
+        self._counts: dict[str, int] = {}
+        self.recent: RecentCode | None = None
+        """the code around the cursor in recent requests, counted with this tokenizer"""
+
+    def counting(self, counter: TokenCounter, count: Callable[[str], int]) -> Callable[[str], int]:
+        if not isinstance(counter, LocalCounter):
+            return count  # a server's counts come per request, some of them estimates
+        if counter is not self._counter or len(self._counts) > SHORT_COUNTS:
+            self._counter, self._counts, self.recent = counter, {}, RecentCode()
+        counts = self._counts
+
+        def counted(text: str) -> int:
+            found = counts.get(text)
+            if found is None:
+                found = count(text)
+                if len(text) <= SHORT_TEXT_CHARS:
+                    counts[text] = found
+            return found
+
+        return counted
 
 
 @dataclass(frozen=True)
@@ -106,7 +143,11 @@ class CompletionService:
         self.app = app
         self.routes = app.completion_routes
         self.cache = SuggestionCache()
+        self.short_counts = ShortCounts()
         self._running: dict[str, asyncio.Task[CompletionOutcome]] = {}
+        self._newest: dict[str, object] = {}
+        """by document: the newest request that asked the backend (an older one still waiting
+        for the work it replaced to stop gives way to it)"""
 
     async def complete(self, request: CompletionRequest) -> CompletionOutcome:
         file = self.app.files.get(request.uri)
@@ -126,9 +167,15 @@ class CompletionService:
         prefix, suffix = file.text[:offset], file.text[offset:]
         if (hit := self.cache.lookup(file.uri, prefix, suffix)) is not None:
             return self._placed(CompletionOutcome(hit, cached=True), file, offset)
+        mine = self._newest[file.uri] = object()
         previous = self._running.get(file.uri)
         if previous is not None and not previous.done():
             previous.cancel()  # the user typed on: its HTTP call is aborted, its answer of no use
+            # Let it close its connection now, before this request's work (counting the prompt)
+            # holds the event loop for milliseconds.
+            await asyncio.wait([previous], timeout=SUPERSEDED_CLOSE_S)
+            if self._newest.get(file.uri) is not mine:
+                return CompletionOutcome(None, reason="a newer request for this document replaced it")
         work = asyncio.ensure_future(self._answer(file, prefix, suffix, settings))
         self._running[file.uri] = work
         try:
@@ -140,6 +187,8 @@ class CompletionService:
         finally:
             if self._running.get(file.uri) is work:
                 del self._running[file.uri]
+            if self._newest.get(file.uri) is mine:
+                del self._newest[file.uri]
         current = self.app.files.get(file.uri)
         if current is None or current.version != file.version:
             return CompletionOutcome(None, outcome.route, outcome.budget, reason="the document changed meanwhile")
@@ -226,12 +275,13 @@ class CompletionService:
             return formats.snippet_text(route, family, snippet, file_id=file_id, language=language)
 
         reach = profile.window * CONTEXT_CHARS_PER_TOKEN
-        count = await sync_count(counter, [fixed, *map(render, extra)], [prefix[-reach:], suffix[:reach]])
+        count = self.short_counts.counting(
+            counter, await sync_count(counter, [fixed, *map(render, extra)], [prefix[-reach:], suffix[:reach]]))
         return assemble_completion(
             CompletionInput(file_id, language, prefix, suffix, extra), count, context_window=profile.window,
             reserved_output=profile.max_output_tokens, tokenizer=counter.name, exact=counter.exact,
             framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed),
-            render_snippet=render)
+            render_snippet=render, recent=self.short_counts.recent if isinstance(counter, LocalCounter) else None)
 
     async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,
                     profile: Profile) -> str:

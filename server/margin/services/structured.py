@@ -10,6 +10,7 @@ that does not follow the schema — is one `AnswerFailed` whose message says wha
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Protocol, Sequence, TypeVar
 
@@ -87,6 +88,13 @@ class AnswerFailed(RequestError):
     """The model's answer cannot be used; nothing was changed."""
 
 
+@functools.cache
+def _schema(answer: type[BaseModel]) -> dict:
+    """An answer model's JSON schema, built once (pydantic builds it anew on every call; it is
+    only read)."""
+    return answer.model_json_schema()
+
+
 async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
                    described_as: str, smaller: str, retry: str) -> M:
     """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
@@ -95,7 +103,7 @@ async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: ty
     ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
     less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
     request = profile.request(messages, {"type": "json_schema",
-                                         "json_schema": {"name": schema_name, "schema": answer.model_json_schema()}})
+                                         "json_schema": {"name": schema_name, "schema": _schema(answer)}})
     try:
         reply = await profile.provider.complete(request)
     except ContextTooLarge as error:

@@ -152,3 +152,23 @@ async def test_over_budget_and_backend_failures_give_no_suggestion_and_no_error(
         assert failed.suggestion is None and "HTTP 500" in failed.reason
     finally:
         await close(app)
+
+
+async def test_of_three_quick_requests_only_the_first_and_the_last_reach_the_backend(tmp_path):
+    """The second is still waiting for the first's call to stop when the third arrives: it gives
+    way without asking the backend, so one request per document is ever in flight."""
+    gate = Gate()
+    provider = FakeProvider([gate, json.dumps({"completion": "a + b"})], hole("a * b"))
+    provider.post_answers["//infill"] = [NO_FIM]
+    app, service = await make(tmp_path, provider)
+    try:
+        first = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))
+        await gate.reached.wait()
+        second = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))
+        third = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))
+        outcomes = await asyncio.gather(first, second, third)
+        assert [o.suggestion.text if o.suggestion else None for o in outcomes] == [None, None, "a * b"]
+        assert "newer request" in outcomes[0].reason and "newer request" in outcomes[1].reason
+        assert gate.cancelled.is_set() and len(provider.requests) == 2
+    finally:
+        await close(app)

@@ -10,6 +10,7 @@ doubled. Nothing useful left (empty, whitespace, or only what is already there):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -134,13 +135,19 @@ def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     return Suggestion(text.replace("\n", "\r\n") if crlf else text, replaces)
 
 
+@functools.lru_cache(maxsize=16)
+def _indent_above(text: str) -> IndentStyle | None:
+    return detect_indent(text)
+
+
 def _cursor(context: CompletionContext) -> _Cursor:
     prefix = context.prefix[-200_000:].replace("\r\n", "\n")
     suffix = context.suffix.replace("\r\n", "\n")
     before = prefix.split("\n")[-CONTEXT_LINES:]
     after = suffix.split("\n", 64)
     next_line = next((line for line in after[1:64] if line.strip()), None)
-    style = detect_indent("\n".join(before)) or detect_indent("\n".join(after[:64]))
+    # The lines above do not change while the user types along a line: their style is cached.
+    style = _indent_above("\n".join(before[:-1])) or detect_indent("\n".join([before[-1], *after[:64]]))
     fences = len(_FENCE.findall("\n".join(before[:-1])))
     state: tuple[str, ...] = ()
     if after[0].strip():

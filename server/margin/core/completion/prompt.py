@@ -23,16 +23,24 @@ Reach: the code around the cursor is read at most `CONTEXT_CHARS_PER_TOKEN` char
 of the window on each side (whole lines); more could never fit, so a 3,000-line file is not
 counted whole on every keystroke. Lines beyond the reach are reported as dropped.
 
+Counting, cheaply and exactly: the code before and after the cursor is counted line by line
+(counts a caller may cache, with the lines of recent requests: `RecentCode`), and a side whose
+lines add up to clearly more than the room (`SURELY_OVER`) is not counted whole, as it is cut
+anyway; what is kept of it is always counted whole, exactly (`CodeLines.trim`: two or three
+counts of the kept text, not one per line).
+
 Deterministic: the same input and counts give the same prompt.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Callable
+from itertools import accumulate
+from typing import Callable, Literal
 
 from margin.core.budget import Item, Plan, Section, Trimmed, plan, safety_margin
-from margin.core.trim import line_trimmer
 
 PREFIX_SHARE, SUFFIX_SHARE, EXTRA_SHARE = 0.6, 0.25, 0.15
 """How the room left by the required parts is shared. The code before the cursor decides most
@@ -46,6 +54,13 @@ each side: more could never fit, so it is never counted (as services/selection_e
 CURSOR_LINE_STEP = 32
 """The cursor line is budgeted in steps of this many tokens, so typing along a line leaves the
 rest of the plan — and the backend's cached prompt — unchanged."""
+
+SURELY_OVER = 1.1
+"""Code whose lines, counted one by one, add up to more than this many times the room left by the
+required parts is cut unless counting it whole saves over 10% (tokens merged across line breaks:
+a few percent in code): its line sum then stands for its size, and only what is kept of it is
+counted whole. Were the whole to fit after all, the trimmer keeps it all, counted exactly;
+nothing can overflow, only the sections cut before it may have been cut more than needed."""
 
 FAR_FROM_CURSOR = "farthest from the cursor"
 LOW_PRIORITY = "lower-priority extra context; the code around the cursor came first"
@@ -123,6 +138,94 @@ def within_reach(before: str, after: str, reach: int) -> tuple[str, str]:
     return before, after
 
 
+class CodeLines:
+    """The whole lines of the code on one side of the cursor, nearest the cursor first, with
+    their running line-by-line counts: its size for the budget, and its trimmer."""
+
+    def __init__(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int],
+                 ratio: float = 1.0) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.keep = keep
+        self.count = count
+        ordered = self.lines[::-1] if keep == "end" else self.lines
+        self.running = [0, *accumulate(count(line) for line in ordered)]
+        """running[n]: the n lines nearest the cursor, counted one by one"""
+        self.ratio = ratio
+        """tokens counted whole per token counted line by line, as last seen: where a trim's
+        first guess lands"""
+        self._sizes: dict[int, int] = {}
+        self._trimmed: dict[int, Trimmed] = {}
+
+    def size(self, room: int) -> int:
+        """Its tokens, counted whole; or its line sum when that is surely more than `room`."""
+        if room not in self._sizes:
+            surely_over = self.running[-1] > SURELY_OVER * room
+            self._sizes[room] = self.running[-1] if surely_over else self.count(self.text)
+        return self._sizes[room]
+
+    def join(self, n: int) -> str:
+        """The n lines nearest the cursor."""
+        lines = self.lines
+        return "".join(lines[len(lines) - n:]) if self.keep == "end" else "".join(lines[:n])
+
+    def trim(self, allowance: int) -> Trimmed:
+        """The most lines nearest the cursor whose whole count fits `allowance` (one more line
+        does not fit), found with few counts of the whole: each guess is where the line counts,
+        scaled by how the whole last compared with them, say the allowance is reached."""
+        if allowance not in self._trimmed:
+            self._trimmed[allowance] = self._trim(allowance)
+        return self._trimmed[allowance]
+
+    def _lines_for(self, tokens: float) -> int:
+        """How many lines nearest the cursor add up to at most `tokens`, counted one by one."""
+        return bisect_right(self.running, tokens) - 1
+
+    def _trim(self, allowance: int) -> Trimmed:
+        running, total = self.running, len(self.lines)
+        fits, fits_tokens, over = 0, 0, total + 1  # `fits` lines fit; `over` lines do not (or are too many)
+        guess = self._lines_for(allowance / self.ratio)
+        guesses = 0
+        while over - fits > 1:
+            guesses += 1
+            if guesses > 3:  # guesses that keep missing: halve the range instead
+                guess = (fits + over) // 2
+            guess = min(max(guess, fits + 1), over - 1)
+            tokens = self.count(self.join(guess))
+            if running[guess] and tokens:
+                self.ratio = tokens / running[guess]
+            if tokens <= allowance:
+                fits, fits_tokens = guess, tokens
+            else:
+                over = guess
+            guess = self._lines_for(running[guess] + (allowance - tokens) / self.ratio)
+        return Trimmed(self.join(fits), fits_tokens, total - fits)
+
+
+class RecentCode:
+    """The code on either side of the cursor in the last few requests, with its line counts:
+    typing along a line leaves that code as it was, so it is neither counted nor trimmed again.
+    One per tokenizer: the counts are its."""
+
+    def __init__(self, entries: int = 4) -> None:
+        self._entries: OrderedDict[tuple[str, str], CodeLines] = OrderedDict()
+        self._max = entries
+        self._last: dict[str, CodeLines] = {}
+
+    def lines(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int]) -> CodeLines:
+        key = (keep, text)
+        found = self._entries.get(key)
+        if found is None:
+            last = self._last.get(keep)
+            found = self._entries[key] = CodeLines(text, keep, count, last.ratio if last else 1.0)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        self._last[keep] = found
+        return found
+
+
 def assemble_completion(
     input: CompletionInput,
     count: Callable[[str], int],
@@ -134,10 +237,12 @@ def assemble_completion(
     framing_tokens: int = 0,
     fixed_tokens: int = 0,
     render_snippet: Callable[[Snippet], str] = plain_snippet,
+    recent: RecentCode | None = None,
 ) -> CompletionPrompt:
     """Decide what a completion request carries. `fixed_tokens`: the format's own tokens and
     instructions (formats.fixed_text, counted); `render_snippet`: a snippet as the format sends
-    it (formats.snippet_text), so its cost includes its separators."""
+    it (formats.snippet_text), so its cost includes its separators; `recent`: the code of recent
+    requests counted with the same tokenizer as `count`, to reuse."""
     start = cursor_line_start(input.prefix)
     line = input.prefix[start:]
     reach = max(context_window - reserved_output, 0) * CONTEXT_CHARS_PER_TOKEN
@@ -148,6 +253,9 @@ def assemble_completion(
     required = framing_tokens + fixed_tokens + line_tokens
     stepped = (line_tokens // CURSOR_LINE_STEP + 1) * CURSOR_LINE_STEP
     room_to_type = max(0, min(stepped - line_tokens, limit - required))
+    lines = recent.lines if recent is not None else CodeLines
+    code_before, code_after = lines(before, "end", count), lines(after, "start", count)
+    room = max(0, limit - required - room_to_type)
 
     # Items are dropped from the front: the lowest-priority snippet comes first.
     ranked = tuple(reversed(range(len(input.extra))))
@@ -161,10 +269,10 @@ def assemble_completion(
         Section("cursor line", (Item("typed part", line_tokens), Item("room to type", room_to_type)),
                 required=True),
         Section("extra", extra_items, share=EXTRA_SHARE, drop_reason=LOW_PRIORITY),
-        Section("suffix", (Item("code after the cursor", count(after)),), share=SUFFIX_SHARE,
-                drop_reason=FAR_FROM_CURSOR, trimmer=line_trimmer(after, "start", count)),
-        Section("prefix", (Item("code before the cursor line", count(before)),), share=PREFIX_SHARE,
-                drop_reason=FAR_FROM_CURSOR, trimmer=line_trimmer(before, "end", count)),
+        Section("suffix", (Item("code after the cursor", code_after.size(room)),), share=SUFFIX_SHARE,
+                drop_reason=FAR_FROM_CURSOR, trimmer=code_after.trim),
+        Section("prefix", (Item("code before the cursor line", code_before.size(room)),), share=PREFIX_SHARE,
+                drop_reason=FAR_FROM_CURSOR, trimmer=code_before.trim),
     ]
     result = plan(sections, context_window=context_window, reserved_output=reserved_output,
                   tokenizer=tokenizer, exact=exact)

@@ -226,3 +226,24 @@ def test_with_no_suffix_the_prefix_may_use_the_suffix_share(before, window):
     room = available(alone)
     longest = max(count(line + "\n") for line in before)
     assert alone.plan.section("prefix").tokens >= min(needed, room) - longest - 1
+
+
+# --- the trimmer: few whole counts, the same answer -------------------------------------------
+
+CODE_LINES = st.lists(st.sampled_from(["", "\n", "    x = 1\n", "def f(a, b):\n", "        return a + b  # sum\n",
+                                       "}\n", "\t\tif (x) {\n", "    \n", "word " * 9 + "\n", "😀 = '''\n"]),
+                      max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CODE_LINES, st.sampled_from(["start", "end"]), st.integers(0, 300), st.floats(0.5, 2.0))
+def test_code_lines_trim_keeps_what_the_one_line_at_a_time_trimmer_keeps(text, keep, allowance, ratio):
+    """CodeLines guesses from line counts and counts the whole a few times; it must keep exactly
+    the lines the plain trimmer (one whole count per line moved) keeps."""
+    from margin.core.completion.prompt import CodeLines
+    from margin.core.trim import line_trimmer
+
+    expected = line_trimmer(text, keep, count)(allowance)
+    got = CodeLines(text, keep, count, ratio).trim(allowance)
+    assert (got.text, got.tokens, got.dropped_lines) == (expected.text, expected.tokens, expected.dropped_lines)
+    assert got.tokens <= allowance
