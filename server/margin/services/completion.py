@@ -83,6 +83,14 @@ class ShortCounts:
                     counts[text] = found
             return found
 
+        def many(texts: list[str]) -> list[int]:
+            """Counts of many texts, the known ones looked up all at once."""
+            found = list(map(counts.get, texts))
+            if None in found:
+                found = [n if n is not None else counted(t) for n, t in zip(found, texts)]
+            return found
+
+        counted.many = many  # type: ignore[attr-defined]
         return counted
 
 

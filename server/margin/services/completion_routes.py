@@ -79,6 +79,9 @@ class RouteMemory:
         if chosen is None or (chosen.done() and (chosen.cancelled() or chosen.exception() is not None)):
             routes = self.usable(base_url, model, candidate_routes(info, base_url, model, knows_fim_family))
             chosen = self._chosen[key] = asyncio.ensure_future(self._first_working(provider, base_url, model, routes))
+            # Its failure is logged where it happens and reaches every caller still waiting; a
+            # caller that stopped waiting (the server shutting down) must not leave it unread.
+            chosen.add_done_callback(lambda task: task.cancelled() or task.exception())
         return await asyncio.shield(chosen)
 
     async def _first_working(self, provider: LLMProvider, base_url: str, model: str | None,

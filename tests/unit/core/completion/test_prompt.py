@@ -237,13 +237,22 @@ CODE_LINES = st.lists(st.sampled_from(["", "\n", "    x = 1\n", "def f(a, b):\n"
 
 @settings(max_examples=300, deadline=None)
 @given(CODE_LINES, st.sampled_from(["start", "end"]), st.integers(0, 300), st.floats(0.5, 2.0))
-def test_code_lines_trim_keeps_what_the_one_line_at_a_time_trimmer_keeps(text, keep, allowance, ratio):
-    """CodeLines guesses from line counts and counts the whole a few times; it must keep exactly
-    the lines the plain trimmer (one whole count per line moved) keeps."""
+def test_code_lines_trim_keeps_whole_lines_within_the_allowance_by_their_line_counts(text, keep, allowance, ratio):
+    """CodeLines keeps the lines nearest the cursor that its one-by-one line counts allow, checked
+    with one count of the whole: counted exactly, never over the allowance, never more than the
+    plain trimmer (one whole count per line moved) keeps, and never fewer than the line counts
+    allow."""
     from margin.core.completion.prompt import CodeLines
     from margin.core.trim import line_trimmer
 
     expected = line_trimmer(text, keep, count)(allowance)
-    got = CodeLines(text, keep, count, ratio).trim(allowance)
-    assert (got.text, got.tokens, got.dropped_lines) == (expected.text, expected.tokens, expected.dropped_lines)
-    assert got.tokens <= allowance
+    lines = CodeLines(text, keep, count, ratio)
+    got = lines.trim(allowance)
+    assert got.tokens == count(got.text) <= allowance
+    assert (text.endswith(got.text) if keep == "end" else text.startswith(got.text))
+    kept = len(lines.lines) - got.dropped_lines
+    assert kept <= len(lines.lines) - expected.dropped_lines
+    by_lines = lines._lines_for(allowance)
+    if count(lines.join(by_lines)) <= allowance:  # the usual case: what the line counts allow
+        assert kept == by_lines
+    assert lines.trim(allowance) == got and CodeLines(text, keep, count, 1.0).trim(allowance) == got  # deterministic
