@@ -3,6 +3,7 @@ style, its brackets and quotes (outside comments), and which lines open or close
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ def indent_of(line: str) -> str:
 
 
 def width(whitespace: str) -> int:
-    return sum(TAB_WIDTH if c == "\t" else 1 for c in whitespace)
+    return len(whitespace) + (TAB_WIDTH - 1) * whitespace.count("\t")
 
 
 def line_width(line: str) -> int:
@@ -95,6 +96,13 @@ def detect_indent(text: str) -> IndentStyle | None:
     if tab_lines > space_lines:
         return IndentStyle(True, 1)
     return IndentStyle(False, steps.most_common(1)[0][0] if steps else 4)
+
+
+@functools.lru_cache(maxsize=16)
+def detect_indent_cached(text: str) -> IndentStyle | None:
+    """detect_indent, remembered: the lines above the cursor's do not change while the user
+    types along a line."""
+    return detect_indent(text)
 
 
 def _comment_markers(language: str) -> tuple[str, ...]:

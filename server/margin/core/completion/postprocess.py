@@ -10,7 +10,6 @@ doubled. Nothing useful left (empty, whitespace, or only what is already there):
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from margin.core.completion.code_shape import (
     anchor,
     closes_block,
     detect_indent,
+    detect_indent_cached,
     indent_of,
     line_width,
     misfit,
@@ -40,7 +40,9 @@ MIN_ECHO_CHARS = 6
 """A repeat of the lines above the cursor is dropped only when it is this long (stripped), so a
 repeated `}` or `end` is kept."""
 CONTEXT_LINES = 400
-"""Lines of the prefix read to detect the file's indentation and open fences."""
+"""Lines of the prefix read to detect open fences."""
+INDENT_LINES = 150
+"""Lines of the prefix read to detect the file's indentation (enough, and read per request)."""
 
 END_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "<|eot_id|>",
               "<|end_of_text|>", "<|end|>", "<|file_separator|>", "<EOT>", "<file_sep>",
@@ -135,19 +137,13 @@ def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     return Suggestion(text.replace("\n", "\r\n") if crlf else text, replaces)
 
 
-@functools.lru_cache(maxsize=16)
-def _indent_above(text: str) -> IndentStyle | None:
-    return detect_indent(text)
-
-
 def _cursor(context: CompletionContext) -> _Cursor:
     prefix = context.prefix[-200_000:].replace("\r\n", "\n")
     suffix = context.suffix.replace("\r\n", "\n")
     before = prefix.split("\n")[-CONTEXT_LINES:]
     after = suffix.split("\n", 64)
     next_line = next((line for line in after[1:64] if line.strip()), None)
-    # The lines above do not change while the user types along a line: their style is cached.
-    style = _indent_above("\n".join(before[:-1])) or detect_indent("\n".join([before[-1], *after[:64]]))
+    style = detect_indent_cached("\n".join(before[-INDENT_LINES:-1])) or detect_indent("\n".join([before[-1], *after[:64]]))
     fences = len(_FENCE.findall("\n".join(before[:-1])))
     state: tuple[str, ...] = ()
     if after[0].strip():

@@ -159,7 +159,8 @@ class CodeLines:
         self._trimmed: dict[int, Trimmed] = {}
 
     def size(self, room: int) -> int:
-        """Its tokens, counted whole; or its line sum when that is surely more than `room`."""
+        """Its tokens, counted whole; or its line sum when that is surely more than `room`, the
+        most this side could get."""
         if room not in self._sizes:
             surely_over = self.running[-1] > SURELY_OVER * room
             self._sizes[room] = self.running[-1] if surely_over else self.count(self.text)
@@ -266,6 +267,10 @@ def assemble_completion(
     lines = recent.lines if recent is not None else CodeLines
     code_before, code_after = lines(before, "end", count), lines(after, "start", count)
     room = max(0, limit - required - room_to_type)
+    # The most either side can get is what the other leaves: at least its share, or all of it
+    # when smaller (its line sum over SURELY_OVER is less than it counts whole).
+    least_after = min(code_after.running[-1] / SURELY_OVER, SUFFIX_SHARE * room)
+    least_before = min(code_before.running[-1] / SURELY_OVER, PREFIX_SHARE * room)
 
     # Items are dropped from the front: the lowest-priority snippet comes first.
     ranked = tuple(reversed(range(len(input.extra))))
@@ -279,9 +284,9 @@ def assemble_completion(
         Section("cursor line", (Item("typed part", line_tokens), Item("room to type", room_to_type)),
                 required=True),
         Section("extra", extra_items, share=EXTRA_SHARE, drop_reason=LOW_PRIORITY),
-        Section("suffix", (Item("code after the cursor", code_after.size(room)),), share=SUFFIX_SHARE,
+        Section("suffix", (Item("code after the cursor", code_after.size(int(room - least_before))),), share=SUFFIX_SHARE,
                 drop_reason=FAR_FROM_CURSOR, trimmer=code_after.trim),
-        Section("prefix", (Item("code before the cursor line", code_before.size(room)),), share=PREFIX_SHARE,
+        Section("prefix", (Item("code before the cursor line", code_before.size(int(room - least_after))),), share=PREFIX_SHARE,
                 drop_reason=FAR_FROM_CURSOR, trimmer=code_before.trim),
     ]
     result = plan(sections, context_window=context_window, reserved_output=reserved_output,
