@@ -230,10 +230,11 @@ class CompletionService:
                 break
             if not other.text.strip():
                 continue
-            lines = other.text.splitlines(keepends=True)
+            starts = other.line_starts  # kept with the file's version: not split again per keystroke
             line = files.last_edit_line(other.uri)
-            start = max(0, min(line - SNIPPET_LINES // 2, len(lines) - SNIPPET_LINES)) if line is not None else 0
-            snippets.append(Snippet(self.app.workspace.file_id(other.uri), "".join(lines[start:start + SNIPPET_LINES]),
+            first = max(0, min(line - SNIPPET_LINES // 2, len(starts) - SNIPPET_LINES)) if line is not None else 0
+            end = starts[first + SNIPPET_LINES] if first + SNIPPET_LINES < len(starts) else len(other.text)
+            snippets.append(Snippet(self.app.workspace.file_id(other.uri), other.text[starts[first]:end],
                                     "recently edited" if other in edited else "open file"))
         return tuple(snippets)
 

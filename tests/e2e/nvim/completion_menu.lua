@@ -5,30 +5,12 @@
 -- `:write`. Environment: MARGIN_NVIM_FILE (the file to edit), MARGIN_NVIM_CURSOR ("line,col":
 -- 1-based line, 0-based byte column where insert mode starts), MARGIN_NVIM_OUT (JSON results).
 
-local out = assert(os.getenv("MARGIN_NVIM_OUT"))
-local results = { nvim = tostring(vim.version()), params = {}, responses = {} }
-local done = false
-
-local function finish(err)
-  if done then return end
-  done = true
-  if err then results.error = tostring(err) end
-  local handle = assert(io.open(out, "w"))
-  handle:write(vim.json.encode(results))
-  handle:close()
-  vim.cmd(err and "cquit 1" or "qall!")
-end
-
--- Runs `fn` protected: any error ends Neovim with the error in the results.
-local function step(fn)
-  return function(...)
-    local ok, err = pcall(fn, ...)
-    if not ok then finish(err) end
-  end
-end
+local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
+local results, step = H.results, H.step
+results.params, results.responses = {}, {}
 
 -- Whatever goes wrong (the menu never shown, say), Neovim does not hang.
-vim.defer_fn(function() finish("timed out") end, 100000)
+H.watchdog(100000)
 
 local bufnr, client
 
@@ -40,22 +22,12 @@ end
 -- Back in normal mode: the server's copy is checked against the buffer, the buffer written.
 local function after_insert_mode()
   results.mode_after = vim.api.nvim_get_mode().mode
-  assert(vim.wait(15000, function()
-    for _, request in pairs(client.requests) do
-      if request.method == "textDocument/completion" then return false end
-    end
-    return true
-  end, 20), "a completion request is still pending")
-  local response = assert(vim.lsp.buf_request_sync(bufnr, "margin/status", {}, 15000))
-  local status = assert(response[client.id]).result
-  results.server_fingerprint = status.files[1].fingerprint
-  results.server_version = status.files[1].version
-  results.changedtick = vim.b[bufnr].changedtick
+  H.wait_answered(client, "textDocument/completion")
+  H.record_server_copy(bufnr, client)
   vim.cmd.write()
   results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
-  client:stop()
-  results.stopped = vim.wait(10000, function() return client:is_stopped() end, 50)
-  finish()
+  results.stopped = H.stop(client)
+  H.finish()
 end
 
 -- The item was accepted (<C-y>); Neovim's own CompleteDone handler (registered before this one
@@ -96,17 +68,7 @@ local function menu_shown()
 end
 
 local function main()
-  vim.lsp.config("margin", {
-    cmd = { "margin-lsp" }, filetypes = { "python" }, root_markers = { ".git" },
-    init_options = { completionMenu = true },
-  })
-  vim.lsp.enable("margin")
-  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("MARGIN_NVIM_FILE"))))
-  bufnr = vim.api.nvim_get_current_buf()
-  assert(vim.wait(20000, function()
-    client = vim.lsp.get_clients({ bufnr = bufnr, name = "margin" })[1]
-    return client ~= nil and client.initialized
-  end, 50), "margin-lsp did not start")
+  bufnr, client = H.attach({ completionMenu = true })
   results.supports = client:supports_method("textDocument/completion", bufnr)
   results.trigger_characters = vim.tbl_get(client.server_capabilities, "completionProvider", "triggerCharacters")
   -- What Neovim's module asks and what it gets, as sent and received.
@@ -145,7 +107,4 @@ local function main()
   type_keys("i<C-Space>")
 end
 
-vim.api.nvim_create_autocmd("VimEnter", {
-  once = true,
-  callback = function() vim.schedule(step(main)) end,
-})
+H.on_start(main)

@@ -5,30 +5,12 @@
 -- leave insert mode and write the buffer. Environment: MARGIN_NVIM_FILE (the file to edit),
 -- MARGIN_NVIM_LINE (1-based line to append at), MARGIN_NVIM_OUT (JSON results).
 
-local out = assert(os.getenv("MARGIN_NVIM_OUT"))
-local results = { nvim = tostring(vim.version()), requests = {} }
-local done = false
-
-local function finish(err)
-  if done then return end
-  done = true
-  if err then results.error = tostring(err) end
-  local handle = assert(io.open(out, "w"))
-  handle:write(vim.json.encode(results))
-  handle:close()
-  vim.cmd(err and "cquit 1" or "qall!")
-end
-
--- Runs `fn` protected: any error ends Neovim with the error in the results.
-local function step(fn)
-  return function(...)
-    local ok, err = pcall(fn, ...)
-    if not ok then finish(err) end
-  end
-end
+local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
+local results, step, finish = H.results, H.step, H.finish
+results.requests = {}
 
 -- Whatever goes wrong (insert mode never entered, say), Neovim does not hang.
-vim.defer_fn(function() finish("timed out") end, 100000)
+H.watchdog(100000)
 
 local ns = vim.api.nvim_create_namespace("nvim.lsp.inline_completion") -- the module's own
 local bufnr, client
@@ -46,21 +28,11 @@ local function after_insert_mode()
   local timer = completor and completor.timer
   results.request_scheduled = timer ~= nil and not timer:is_closing() and timer:is_active()
   -- Every inlineCompletion request Neovim sent has been answered.
-  assert(vim.wait(15000, function()
-    for _, request in pairs(client.requests) do
-      if request.method == "textDocument/inlineCompletion" then return false end
-    end
-    return true
-  end, 20), "an inlineCompletion request is still pending")
-  local response = assert(vim.lsp.buf_request_sync(bufnr, "margin/status", {}, 15000))
-  local status = assert(response[client.id]).result
-  results.server_fingerprint = status.files[1].fingerprint
-  results.server_version = status.files[1].version
-  results.changedtick = vim.b[bufnr].changedtick
+  H.wait_answered(client, "textDocument/inlineCompletion")
+  H.record_server_copy(bufnr, client)
   vim.cmd.write()
   results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
-  client:stop()
-  results.stopped = vim.wait(10000, function() return client:is_stopped() end, 50)
+  results.stopped = H.stop(client)
   finish()
 end
 
@@ -97,14 +69,7 @@ local function in_insert_mode()
 end
 
 local function main()
-  vim.lsp.config("margin", { cmd = { "margin-lsp" }, filetypes = { "python" }, root_markers = { ".git" } })
-  vim.lsp.enable("margin")
-  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("MARGIN_NVIM_FILE"))))
-  bufnr = vim.api.nvim_get_current_buf()
-  assert(vim.wait(20000, function()
-    client = vim.lsp.get_clients({ bufnr = bufnr, name = "margin" })[1]
-    return client ~= nil and client.initialized
-  end, 50), "margin-lsp did not start")
+  bufnr, client = H.attach()
   results.supports = client:supports_method("textDocument/inlineCompletion", bufnr)
   -- What Neovim's module asks, as sent (its requests go through client:request).
   results.params = {}
@@ -136,7 +101,4 @@ local function main()
   vim.api.nvim_feedkeys("A", "n", false)
 end
 
-vim.api.nvim_create_autocmd("VimEnter", {
-  once = true,
-  callback = function() vim.schedule(step(main)) end,
-})
+H.on_start(main)

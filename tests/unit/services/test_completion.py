@@ -172,3 +172,19 @@ async def test_of_three_quick_requests_only_the_first_and_the_last_reach_the_bac
         assert gate.cancelled.is_set() and len(provider.requests) == 2
     finally:
         await close(app)
+
+
+async def test_other_open_files_give_windows_around_their_last_edit(tmp_path):
+    app, service = await make(tmp_path, FakeProvider())
+    try:
+        lines = [f"line_{n} = {n}\n" for n in range(100)]
+        app.files.open(f"{WS}/edited.py", "python", 1, "".join(lines))
+        app.files.change(f"{WS}/edited.py", 2, [TextChange("# here\n", Range(Position(60, 0), Position(60, 0)))])
+        app.files.open(f"{WS}/short.py", "python", 1, "x = 1\r\ny = 2")
+        app.files.open(f"{WS}/blank.py", "python", 1, "\n\n")
+        edited, short = service.snippets(app.files.get(A))
+        assert (edited.file_id, edited.reason) == ("edited.py", "recently edited")
+        assert edited.text == "".join((lines[:60] + ["# here\n"] + lines[60:])[40:80])
+        assert (short.file_id, short.reason, short.text) == ("short.py", "open file", "x = 1\r\ny = 2")
+    finally:
+        await close(app)

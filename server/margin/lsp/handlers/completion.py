@@ -17,6 +17,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from margin.core.completion.code_shape import indent_of
+from margin.core.file_block import fence
 from margin.core.vfs import Range
 from margin.lsp import convert, wire
 from margin.lsp.server import MarginLanguageServer, parse_params
@@ -83,8 +85,7 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
         return empty
     encoding = ls.app.files.encoding
     offset = file.offset_at(position, encoding)
-    line_start = file.text.rfind("\n", 0, offset) + 1
-    typed = file.text[line_start:offset]
+    typed = file.text[file.line_starts[position.line]:offset]
     word = _WORD.search(typed).group()  # type: ignore[union-attr]
     start = file.position_at(offset - len(word), encoding)
     suggestion, end = outcome.suggestion.text, outcome.range.end
@@ -99,10 +100,10 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
     shown = word + outcome.suggestion.text
     item = types.CompletionItem(
         label=label or shown.strip()[:LABEL_CHARS], kind=types.CompletionItemKind.Text, detail="Margin",
-        documentation=types.MarkupContent(types.MarkupKind.Markdown, f"```{file.language_id}\n{shown}\n```"),
+        documentation=types.MarkupContent(types.MarkupKind.Markdown, fence(shown, file.language_id)),
         filter_text=text, sort_text="0", preselect=True, insert_text_format=types.InsertTextFormat.PlainText)
     if any(c.isspace() for c in text) and ls.can("text_document.completion.completion_item.snippet_support"):
-        indent = typed[: len(typed) - len(typed.lstrip(" \t"))]
+        indent = indent_of(typed)
         lines = text.split("\n")
         if len(lines) > 1:
             lines[1:] = [line[len(indent):] if line.startswith(indent) else line for line in lines[1:]]
