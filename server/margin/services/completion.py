@@ -290,7 +290,8 @@ class CompletionService:
             CompletionInput(file_id, language, prefix, suffix, extra), count, context_window=profile.window,
             reserved_output=profile.max_output_tokens, tokenizer=counter.name, exact=counter.exact,
             framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed),
-            render_snippet=render, recent=self.short_counts.recent if isinstance(counter, LocalCounter) else None)
+            render_snippet=render, recent=self.short_counts.recent if isinstance(counter, LocalCounter) else None,
+            cuts=counter.line_cuts if isinstance(counter, LocalCounter) else None)
 
     async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,
                     profile: Profile) -> str:

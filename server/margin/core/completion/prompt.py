@@ -23,11 +23,14 @@ Reach: the code around the cursor is read at most `CONTEXT_CHARS_PER_TOKEN` char
 of the window on each side (whole lines); more could never fit, so a 3,000-line file is not
 counted whole on every keystroke. Lines beyond the reach are reported as dropped.
 
-Counting, cheaply and exactly: the code before and after the cursor is counted line by line
-(counts a caller may cache, with the lines of recent requests: `RecentCode`), and a side whose
-lines add up to clearly more than the room (`SURELY_OVER`) is not counted whole, as it is cut
-anyway; what is kept of it is always counted whole, exactly (`CodeLines.trim`: as many lines
-as their one-by-one counts allow, checked with one count of the whole, not one per line).
+Counting, cheaply and exactly: the code before and after the cursor is counted in pieces that a
+caller may cache (with the code of recent requests: `RecentCode`). With a tokenizer whose safe
+cuts are known (core/tokens/cuts.py: tiktoken's and Tekken's), the pieces start at lines where
+the tokenizer itself must split, so their counts add up to the exact count of any run of them:
+the code is sized and trimmed without counting it whole. Otherwise the pieces are lines, a side
+whose lines add up to clearly more than the room (`SURELY_OVER`) is not counted whole, as it is
+cut anyway, and what is kept of it is counted whole (`CodeLines.trim`: as many lines as their
+one-by-one counts allow, checked with one count of the whole, not one per line).
 
 Deterministic: the same input and counts give the same prompt.
 """
@@ -41,6 +44,7 @@ from itertools import accumulate
 from typing import Callable, Literal
 
 from margin.core.budget import Item, Plan, Section, Trimmed, plan, safety_margin
+from margin.core.tokens.cuts import LineCuts
 
 PREFIX_SHARE, SUFFIX_SHARE, EXTRA_SHARE = 0.6, 0.25, 0.15
 """How the room left by the required parts is shared. The code before the cursor decides most
@@ -139,58 +143,74 @@ def within_reach(before: str, after: str, reach: int) -> tuple[str, str]:
 
 
 class CodeLines:
-    """The whole lines of the code on one side of the cursor, nearest the cursor first, with
-    their running line-by-line counts: its size for the budget, and its trimmer."""
+    """The code on one side of the cursor in units of whole lines, nearest the cursor first, with
+    their running counts: its size for the budget, and its trimmer. With a tokenizer whose safe
+    cuts are known (`LineCuts`), the units are pieces whose counts add up exactly, so sizing and
+    trimming need no count of the whole; otherwise they are lines, and what is kept is counted
+    whole."""
 
     def __init__(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int],
-                 ratio: float = 1.0) -> None:
+                 ratio: float = 1.0, cuts: LineCuts | None = None) -> None:
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        self.units = cuts.pieces(text) if cuts is not None and text else text.splitlines(keepends=True)
+        self.exact = cuts is not None
+        """the running counts are the exact counts of what they add up"""
         self.keep = keep
         self.count = count
-        ordered = self.lines[::-1] if keep == "end" else self.lines
+        ordered = self.units[::-1] if keep == "end" else self.units
         many = getattr(count, "many", None)  # counts of many texts at once, where the caller has it
         self.running = [0, *accumulate(many(ordered) if many is not None else map(count, ordered))]
-        """running[n]: the n lines nearest the cursor, counted one by one"""
+        """running[n]: the n units nearest the cursor, counted one by one"""
         self.ratio = ratio
         """tokens counted whole per token counted line by line, as last seen: where a trim's
         first guess lands"""
         self._sizes: dict[int, int] = {}
         self._trimmed: dict[int, Trimmed] = {}
 
+    @property
+    def least(self) -> float:
+        """Its size is at least this many tokens."""
+        return self.running[-1] if self.exact else self.running[-1] / SURELY_OVER
+
     def size(self, room: int) -> int:
-        """Its tokens, counted whole; or its line sum when that is surely more than `room`, the
-        most this side could get."""
+        """Its tokens, exactly; or its line sum when that is surely more than `room`, the most this
+        side could get."""
+        if self.exact:
+            return self.running[-1]
         if room not in self._sizes:
             surely_over = self.running[-1] > SURELY_OVER * room
             self._sizes[room] = self.running[-1] if surely_over else self.count(self.text)
         return self._sizes[room]
 
     def join(self, n: int) -> str:
-        """The n lines nearest the cursor."""
-        lines = self.lines
-        return "".join(lines[len(lines) - n:]) if self.keep == "end" else "".join(lines[:n])
+        """The n units nearest the cursor."""
+        units = self.units
+        return "".join(units[len(units) - n:]) if self.keep == "end" else "".join(units[:n])
 
     def trim(self, allowance: int) -> Trimmed:
-        """The lines nearest the cursor that fit `allowance`, counted whole: as many as their
-        one-by-one counts allow (one count of the whole), or, in the rare case that does not fit,
-        the most that fit, found with few counts of the whole: each guess is where the line
-        counts, scaled by how the whole last compared with them, say the allowance is reached."""
+        """The units nearest the cursor that fit `allowance`, counted exactly. With exact running
+        counts, as many as they allow. Otherwise, as many as their one-by-one counts allow (one
+        count of the whole), or, in the rare case that does not fit, the most that fit, found with
+        few counts of the whole: each guess is where the line counts, scaled by how the whole last
+        compared with them, say the allowance is reached."""
         if allowance not in self._trimmed:
             self._trimmed[allowance] = self._trim(allowance)
         return self._trimmed[allowance]
 
     def _lines_for(self, tokens: float) -> int:
-        """How many lines nearest the cursor add up to at most `tokens`, counted one by one."""
+        """How many units nearest the cursor add up to at most `tokens`, counted one by one."""
         return bisect_right(self.running, tokens) - 1
 
     def _trim(self, allowance: int) -> Trimmed:
-        running, total = self.running, len(self.lines)
+        running, total = self.running, len(self.units)
+        by_lines = self._lines_for(allowance)
+        if self.exact:
+            kept = self.join(by_lines)
+            return Trimmed(kept, running[by_lines], _lines_in(self.text) - _lines_in(kept))
         # The lines whose counts, one by one, add up to the allowance: counted whole they almost
         # always fit (tokens merge where lines meet, never the other way in code), so one count
         # decides. What this leaves unused is those merges: a few percent, for one count
         # instead of a search. The same input always keeps the same lines.
-        by_lines = self._lines_for(allowance)
         tokens = self.count(self.join(by_lines))
         if tokens <= allowance:
             return Trimmed(self.join(by_lines), tokens, total - by_lines)
@@ -223,12 +243,13 @@ class RecentCode:
         self._max = entries
         self._last: dict[str, CodeLines] = {}
 
-    def lines(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int]) -> CodeLines:
+    def lines(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int],
+              cuts: LineCuts | None = None) -> CodeLines:
         key = (keep, text)
         found = self._entries.get(key)
         if found is None:
             last = self._last.get(keep)
-            found = self._entries[key] = CodeLines(text, keep, count, last.ratio if last else 1.0)
+            found = self._entries[key] = CodeLines(text, keep, count, last.ratio if last else 1.0, cuts)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
         else:
@@ -249,11 +270,13 @@ def assemble_completion(
     fixed_tokens: int = 0,
     render_snippet: Callable[[Snippet], str] = plain_snippet,
     recent: RecentCode | None = None,
+    cuts: LineCuts | None = None,
 ) -> CompletionPrompt:
     """Decide what a completion request carries. `fixed_tokens`: the format's own tokens and
     instructions (formats.fixed_text, counted); `render_snippet`: a snippet as the format sends
     it (formats.snippet_text), so its cost includes its separators; `recent`: the code of recent
-    requests counted with the same tokenizer as `count`, to reuse."""
+    requests counted with the same tokenizer as `count`, to reuse; `cuts`: that tokenizer's safe
+    cuts, when known (its counts of the code are then exact sums of cached pieces)."""
     start = cursor_line_start(input.prefix)
     line = input.prefix[start:]
     reach = max(context_window - reserved_output, 0) * CONTEXT_CHARS_PER_TOKEN
@@ -265,12 +288,12 @@ def assemble_completion(
     stepped = (line_tokens // CURSOR_LINE_STEP + 1) * CURSOR_LINE_STEP
     room_to_type = max(0, min(stepped - line_tokens, limit - required))
     lines = recent.lines if recent is not None else CodeLines
-    code_before, code_after = lines(before, "end", count), lines(after, "start", count)
+    code_before, code_after = lines(before, "end", count, cuts), lines(after, "start", count, cuts)
     room = max(0, limit - required - room_to_type)
     # The most either side can get is what the other leaves: at least its share, or all of it
     # when smaller (its line sum over SURELY_OVER is less than it counts whole).
-    least_after = min(code_after.running[-1] / SURELY_OVER, SUFFIX_SHARE * room)
-    least_before = min(code_before.running[-1] / SURELY_OVER, PREFIX_SHARE * room)
+    least_after = min(code_after.least, SUFFIX_SHARE * room)
+    least_before = min(code_before.least, PREFIX_SHARE * room)
 
     # Items are dropped from the front: the lowest-priority snippet comes first.
     ranked = tuple(reversed(range(len(input.extra))))

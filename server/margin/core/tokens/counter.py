@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from margin.core.llm import ChatMessage
+from margin.core.tokens.cuts import LineCuts
 
 
 class TokenCounter(ABC):
@@ -104,9 +105,12 @@ class LocalCounter(TokenCounter):
         *,
         exact: bool = True,
         cache: CountCache | None = None,
+        line_cuts: LineCuts | None = None,
     ) -> None:
         self.name = name
         self.exact = exact
+        self.line_cuts = line_cuts
+        """where a text may be cut with counts that add up exactly (core/tokens/cuts.py), when known"""
         self._encode_len = encode_len
         self.framing = framing
         self.cache = cache if cache is not None else CountCache()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
 from margin.core.tokens.counter import CountCache, LocalCounter, OpenAIFraming
+from margin.core.tokens.cuts import line_cuts_for
 from margin.core.tokens.mistral import InstructVersion, MistralFraming
 
 
@@ -15,14 +16,16 @@ def _encoding(args: dict):
 
 
 def tiktoken_counter(encoding: str, cache: CountCache | None = None) -> LocalCounter:
-    enc = _encoding(openai_encoding_args(encoding))
+    args = openai_encoding_args(encoding)
+    enc = _encoding(args)
     # Text is counted as ordinary text: a file that contains "<|endoftext|>" is still data.
     return LocalCounter(f"tiktoken:{encoding}", lambda text: len(enc.encode_ordinary(text)),
-                        OpenAIFraming(), cache=cache)
+                        OpenAIFraming(), cache=cache, line_cuts=line_cuts_for(args["pat_str"]))
 
 
 def tekken_counter(name: str, version: InstructVersion = "v7",
                    cache: CountCache | None = None) -> LocalCounter:
-    enc = _encoding(tekken_encoding_args(name))
+    args = tekken_encoding_args(name)
+    enc = _encoding(args)
     return LocalCounter(f"tekken:{name}@{version}", lambda text: len(enc.encode_ordinary(text)),
-                        MistralFraming(version), cache=cache)
+                        MistralFraming(version), cache=cache, line_cuts=line_cuts_for(args["pat_str"]))

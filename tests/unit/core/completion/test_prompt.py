@@ -3,6 +3,7 @@ snippets is sent, counted with a real tokenizer."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,14 +23,18 @@ from margin.core.completion.prompt import (
 )
 from margin.core.tokens.local import tiktoken_counter
 
-count = tiktoken_counter("o200k_base").count
+O200K = tiktoken_counter("o200k_base")
+count = O200K.count
+CUTS = pytest.mark.parametrize("cuts", [None, O200K.line_cuts], ids=["whole counts", "safe cuts"])
+"""Both ways of counting the code: its lines summed and what is kept counted whole, and pieces cut
+where the tokenizer must split, whose counts add up exactly"""
 
 
 def assemble(input: CompletionInput, window: int, *, reserved: int = 64, fixed: int = 0, framing: int = 0,
-             counter=count) -> CompletionPrompt:
+             counter=count, cuts=None) -> CompletionPrompt:
     return assemble_completion(input, counter, context_window=window, reserved_output=reserved,
                                tokenizer="tiktoken:o200k_base", exact=True, framing_tokens=framing,
-                               fixed_tokens=fixed)
+                               fixed_tokens=fixed, cuts=cuts)
 
 
 def numbered(name: str, n: int, start: int = 0) -> str:
@@ -62,10 +67,11 @@ def test_everything_is_sent_when_it_fits():
     assert all(not s.dropped for s in report.sections)
 
 
-def test_the_far_lines_go_first_and_the_cursor_line_stays_whole():
+@CUTS
+def test_the_far_lines_go_first_and_the_cursor_line_stays_whole(cuts):
     before, after = numbered("before", 300), numbered("after", 300)
     line = "    total = "
-    result = assemble(CompletionInput("a.py", "python", before + line, "1\n" + after), 1024)
+    result = assemble(CompletionInput("a.py", "python", before + line, "1\n" + after), 1024, cuts=cuts)
     assert result.over_budget is None
     assert result.prefix.endswith("before_299 = compute(299, 'before')\n" + line)
     assert "before_0 =" not in result.prefix
@@ -138,7 +144,8 @@ def test_the_format_tokens_are_required():
     assert assemble(input, 1024, fixed=1000).over_budget
 
 
-def test_a_3000_line_file_fits_a_1024_window_and_is_not_counted_whole():
+@CUTS
+def test_a_3000_line_file_fits_a_1024_window_and_is_not_counted_whole(cuts):
     lines = [f"    value_{i} = transform(data[{i}], scale={i % 7})\n" for i in range(3000)]
     text = "".join(lines)
     cut = len("".join(lines[:1500]))
@@ -149,7 +156,7 @@ def test_a_3000_line_file_fits_a_1024_window_and_is_not_counted_whole():
         return count(piece)
 
     input = CompletionInput("big.py", "python", text[:cut] + "    result = ", text[cut:])
-    result = assemble(input, 1024, reserved=128, counter=counting)
+    result = assemble(input, 1024, reserved=128, counter=counting, cuts=cuts)
     assert result.over_budget is None
     assert sent_tokens(result) <= result.plan.limit <= 1024 - 128
     assert result.prefix.endswith(lines[1499] + "    result = ") and result.suffix.startswith(lines[1500])
@@ -160,10 +167,11 @@ def test_a_3000_line_file_fits_a_1024_window_and_is_not_counted_whole():
     assert report.section("suffix").dropped[0].item == f"{1500 - result.suffix.count(chr(10))} lines"
 
 
-def test_typing_along_a_line_leaves_the_rest_of_the_prompt_unchanged():
+@CUTS
+def test_typing_along_a_line_leaves_the_rest_of_the_prompt_unchanged(cuts):
     before, after = numbered("b", 1000), numbered("a", 1000)
     typed = "    result = compute_total(values"
-    results = [assemble(CompletionInput("a.py", "python", before + typed[:n], "\n" + after), 1024)
+    results = [assemble(CompletionInput("a.py", "python", before + typed[:n], "\n" + after), 1024, cuts=cuts)
                for n in range(4, len(typed) + 1)]
     assert {(r.lines_before, r.suffix, r.extra) for r in results} == {(results[0].lines_before,
                                                                        results[0].suffix, ())}
@@ -178,22 +186,23 @@ def test_reach_keeps_whole_lines_nearest_the_cursor():
 
 # --- properties ----------------------------------------------------------------------------
 
-_line = st.text(alphabet="ab (){}:=\t é", max_size=30)
+_line = st.text(alphabet="ab (){}:=\t é/", max_size=30)
 
 
+@CUTS
 @settings(max_examples=80, deadline=None)
 @given(before=st.lists(_line, max_size=60), typed=_line, rest=_line, after=st.lists(_line, max_size=60),
        extra=st.lists(st.tuples(st.sampled_from(["x.py", "y.py"]), st.lists(_line, max_size=8)), max_size=4),
        window=st.integers(min_value=120, max_value=1500), reserved=st.integers(min_value=8, max_value=128),
        fixed=st.integers(min_value=0, max_value=40), framing=st.integers(min_value=0, max_value=8))
-def test_what_is_kept_fits_and_is_the_lines_nearest_the_cursor(before, typed, rest, after, extra, window,
+def test_what_is_kept_fits_and_is_the_lines_nearest_the_cursor(cuts, before, typed, rest, after, extra, window,
                                                                 reserved, fixed, framing):
     prefix = "".join(line + "\n" for line in before) + typed
     suffix = rest + "".join("\n" + line for line in after)
     snippets = tuple(Snippet(name, "\n".join(lines), "open file") for name, lines in extra)
     input = CompletionInput("a.py", "python", prefix, suffix, snippets)
-    result = assemble(input, window, reserved=reserved, fixed=fixed, framing=framing)
-    again = assemble(input, window, reserved=reserved, fixed=fixed, framing=framing)
+    result = assemble(input, window, reserved=reserved, fixed=fixed, framing=framing, cuts=cuts)
+    again = assemble(input, window, reserved=reserved, fixed=fixed, framing=framing, cuts=cuts)
     assert (again.prefix, again.suffix, again.extra, again.plan.report()) == \
         (result.prefix, result.suffix, result.extra, result.plan.report())  # deterministic
     if result.over_budget:
@@ -211,14 +220,18 @@ def test_what_is_kept_fits_and_is_the_lines_nearest_the_cursor(before, typed, re
     whole = fixed + framing + count(result.prefix) + count(result.suffix) + \
         sum(count(plain_snippet(s)) for s in result.extra)
     assert whole <= result.plan.limit  # counted whole by the real tokenizer
+    if cuts is not None:  # the plan's counts of the code are its exact counts, not estimates
+        assert result.plan.section("prefix").tokens == count(result.lines_before)
+        assert result.plan.section("suffix").tokens == count(result.suffix)
 
 
+@CUTS
 @settings(max_examples=40, deadline=None)
 @given(before=st.lists(_line, min_size=1, max_size=80), window=st.integers(min_value=150, max_value=800))
-def test_with_no_suffix_the_prefix_may_use_the_suffix_share(before, window):
+def test_with_no_suffix_the_prefix_may_use_the_suffix_share(cuts, before, window):
     prefix = "".join(line + "\n" for line in before) + "x = "
-    alone = assemble(CompletionInput("a.py", "python", prefix, ""), window)
-    with_suffix = assemble(CompletionInput("a.py", "python", prefix, "y\n" * 400), window)
+    alone = assemble(CompletionInput("a.py", "python", prefix, ""), window, cuts=cuts)
+    with_suffix = assemble(CompletionInput("a.py", "python", prefix, "y\n" * 400), window, cuts=cuts)
     if alone.over_budget or with_suffix.over_budget:
         return
     assert alone.plan.section("prefix").tokens >= with_suffix.plan.section("prefix").tokens
@@ -250,9 +263,42 @@ def test_code_lines_trim_keeps_whole_lines_within_the_allowance_by_their_line_co
     got = lines.trim(allowance)
     assert got.tokens == count(got.text) <= allowance
     assert (text.endswith(got.text) if keep == "end" else text.startswith(got.text))
-    kept = len(lines.lines) - got.dropped_lines
-    assert kept <= len(lines.lines) - expected.dropped_lines
+    kept = len(lines.units) - got.dropped_lines
+    assert kept <= len(lines.units) - expected.dropped_lines
     by_lines = lines._lines_for(allowance)
     if count(lines.join(by_lines)) <= allowance:  # the usual case: what the line counts allow
         assert kept == by_lines
     assert lines.trim(allowance) == got and CodeLines(text, keep, count, 1.0).trim(allowance) == got  # deterministic
+
+
+CUT_CODE = st.lists(st.sampled_from(["", "\n", "    x = 1\n", "def f(a, b):\n", "}\n", "// note\n", "\t// tab\n",
+                                     "    \n", "/* c */\n", "\r\n", "word " * 9 + "\n", "😀 = '''\n"]),
+                    max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CUT_CODE, st.sampled_from(["start", "end"]), st.integers(0, 300))
+def test_code_lines_with_safe_cuts_keep_the_most_that_fits_with_no_count_of_the_whole(text, keep, allowance):
+    """With the tokenizer's safe cuts, CodeLines sizes and trims the code from its pieces' counts
+    alone: the size is the exact count of the whole, what is kept is counted exactly and fits, one
+    more piece would not, and nothing longer than a piece is ever tokenized."""
+    from margin.core.completion.prompt import CodeLines
+
+    longest = max((len(piece) for piece in O200K.line_cuts.pieces(text)), default=0)
+    seen: list[int] = []
+
+    def counting(piece: str) -> int:
+        seen.append(len(piece))
+        return count(piece)
+
+    lines = CodeLines(text, keep, counting, cuts=O200K.line_cuts)
+    assert lines.size(allowance) == count(text)
+    got = lines.trim(allowance)
+    assert got.tokens == count(got.text) <= allowance
+    assert (text.endswith(got.text) if keep == "end" else text.startswith(got.text))
+    kept = len(got.text) and (got.text.count("\n") + (not got.text.endswith("\n")))
+    assert got.dropped_lines == (len(text) and text.count("\n") + (not text.endswith("\n"))) - kept
+    n = lines.units.__len__() and lines._lines_for(allowance)
+    if n < len(lines.units):
+        assert count(lines.join(n + 1)) > allowance  # the next piece nearer the far end does not fit
+    assert max(seen, default=0) <= longest
