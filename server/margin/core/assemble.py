@@ -16,16 +16,22 @@ algorithm:
    contexts that survive.
 
 So a file is not resent while it is unchanged and still in the window, is resent when the
-budget dropped it, and is resent when it changed. Only a file's latest context is ever used;
-older ones are superseded (and pruned when the turn is stored).
+budget dropped it, and is resent when it changed. Only a file's latest context is shown whole;
+older ones stay stored and are shown as pointers (core.pointers), as are the edit-ops and long
+replies of turns outside the hot window: the masking line is the first of `mask_lines` at which
+the whole prompt fits, so turns are dropped only when even the most masking leaves it too large.
+The pointers' legend joins the system prompt exactly when a pointer is shown.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from itertools import accumulate
+from typing import Callable, NamedTuple, Sequence
 
-from margin.core.budget import Item, Plan, Section, plan
+from margin.core import pointers
+from margin.core.budget import Item, Plan, Section, plan, safety_margin
 from margin.core.file_block import render_file
 from margin.core.llm import ChatMessage
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
@@ -65,6 +71,22 @@ class ChatInput:
     files: Sequence[FileRef]
     """files the prompt may include, most important first"""
     min_exchanges: int = 2
+    legend: str = f"{pointers.LEGEND} {pointers.RECALL_BY_USER}"
+    """what pointers mean and how to see their content again: joins the system prompt when a
+    pointer is shown"""
+    masking: bool = True
+    """False: old content is shown whole or dropped, never as a pointer"""
+    render_pointer: Callable[[int, str], str] = pointers.pointer
+    shown: Sequence[pointers.Shown] | None = None
+    """pointers.show(history), when the caller has already made it"""
+
+
+class Sent(NamedTuple):
+    """A stored message as this prompt shows it."""
+
+    message: Message
+    content: str
+    pointers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -79,39 +101,81 @@ class ChatAssembly:
     """URIs whose stored context was sent again as it was (unchanged and still in the window)"""
     resent: list[str] = field(default_factory=list)
     """URIs sent anew (dropped, changed or never sent before)"""
+    pointers: list[str] = field(default_factory=list)
+    """the pointers the prompt shows, oldest first"""
 
     @property
     def over_budget(self) -> str | None:
         return self.plan.over_budget
 
 
-def _history_items(history: Sequence[Message], skip_contexts: set[str],
-                   latest: dict[str, Message], count: Callable[[str], int]) -> list[Item]:
-    """Whole exchanges and latest file contexts, oldest first."""
+def current_turn(history: Sequence[Message]) -> int:
+    """The number of the turn being asked: one more than the user messages stored."""
+    return 1 + sum(1 for m in history if m.role == "user" and not m.hidden and m.kind != FILE_CONTEXT)
+
+
+def _tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
+    """A message's parts, joined by a blank line each, with its framing."""
+    return sum(map(count, texts)) + len(texts) - 1 + PER_MESSAGE_OVERHEAD
+
+
+def _history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], latest: dict[str, Message],
+                   line: int, masking: bool, count: Callable[[str], int]) -> list[Item]:
+    """Whole exchanges and latest file contexts, oldest first. A superseded file context is a
+    pointer that goes with the turn it was sent in; parts of turns up to `line` are masked."""
     items: list[Item] = []
-    pending: list[Message] = []
+    pending: list[Sent] = []
+    carried: list[Sent] = []  # pointers to the contexts stored before the next user message
+    sizes: list[int] = []
 
     def flush() -> None:
         if pending:
-            tokens = sum(count(m.content) + PER_MESSAGE_OVERHEAD for m in pending)
-            items.append(Item(f"turn {pending[0].id}", tokens, tuple(pending)))
+            items.append(Item(f"turn {pending[0].message.id}", sum(sizes), tuple(pending)))
             pending.clear()
+            sizes.clear()
 
-    for message in history:
+    for entry in shown:
+        message = entry.message
         if message.kind == FILE_CONTEXT:
-            if message.uri in skip_contexts or latest.get(message.uri or "") is not message:
-                continue
-            flush()
-            items.append(Item(f"file {message.meta.get('file_id', message.uri)}",
-                              count(message.content) + PER_MESSAGE_OVERHEAD, (message,)))
-        elif message.hidden:
-            continue
-        else:
-            if message.role == "user":
+            if message.uri not in skip_contexts and latest.get(message.uri or "") is message:
                 flush()
-            pending.append(message)
+                items.append(Item(f"file {message.meta.get('file_id', message.uri)}",
+                                  count(message.content) + PER_MESSAGE_OVERHEAD, (Sent(message, message.content),)))
+            elif masking:
+                ref = entry.parts[0].pointer or ""
+                carried.append(Sent(message, ref, (ref,)))
+            continue
+        if message.role == "user":
+            flush()
+            for sent in carried:
+                pending.append(sent)
+                sizes.append(count(sent.content) + PER_MESSAGE_OVERHEAD)
+            carried.clear()
+        texts, refs = entry.view(line) if masking else ([p.text for p in entry.parts], [])
+        pending.append(Sent(message, "\n\n".join(texts), tuple(refs)))
+        sizes.append(_tokens(texts, count))
     flush()
     return items
+
+
+def _line_for(shown: Sequence[pointers.Shown], lines: Sequence[int], over: int,
+              count: Callable[[str], int]) -> int:
+    """The first of `lines` (least masking first) whose masking saves `over` tokens more than the
+    first saves, else the last: the savings of each turn, summed once."""
+    if over <= 0 or len(lines) == 1:
+        return lines[0]
+    saved: dict[int, int] = {}
+    for entry in shown:
+        if entry.message.kind == FILE_CONTEXT or entry.turn <= lines[0]:
+            continue
+        for part in entry.parts:
+            if part.pointer is not None:
+                saved[entry.turn] = saved.get(entry.turn, 0) + count(part.text) - count(part.pointer)
+    turns = sorted(saved)
+    running = [0, *accumulate(saved[turn] for turn in turns)]
+    gains = [running[bisect_right(turns, line)] for line in lines[1:]]  # nondecreasing
+    at = bisect_left(gains, over)
+    return lines[min(at + 1, len(lines) - 1)]
 
 
 def merge_roles(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -137,7 +201,7 @@ def assemble_chat(
     framing_tokens: int = 0,
 ) -> ChatAssembly:
     """The prompt to send for `chat`. `count` must know every text involved (the service
-    counts them first, from stored counts or the tokenizer)."""
+    counts them first, from stored counts or the tokenizer: pointers.texts_to_count)."""
     latest: dict[str, Message] = {}
     superseded: list[int] = []
     for message in chat.history:
@@ -149,52 +213,78 @@ def assemble_chat(
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
     blocks = {uri: render(ref) for uri, ref in candidates.items()}
+    shown = chat.shown if chat.shown is not None else pointers.show(chat.history, count, chat.render_pointer)
+    lines = pointers.mask_lines(current_turn(chat.history)) if chat.masking else [0]
+    legend_tokens = count(chat.legend) if chat.masking else 0
+    system_tokens = count(chat.system) + PER_MESSAGE_OVERHEAD
 
     while True:
-        history = _history_items(chat.history, resend, latest, count)
         fresh = [ref for ref in chat.files if ref.file.uri in resend]
+        files = tuple(Item(f"file {ref.file_id}", count(blocks[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
+                      for ref in reversed(fresh))  # dropped lowest priority first
+        optional = tuple(Item(name, count(text)) for name, text in chat.optional_system)
+        newest = count(chat.newest) + PER_MESSAGE_OVERHEAD
+        history = _history_items(shown, resend, latest, lines[0], chat.masking, count)
+        if len(lines) > 1:
+            rest = system_tokens + legend_tokens + newest + framing_tokens + sum(i.tokens for i in files) \
+                + sum(i.tokens for i in optional) + sum(i.tokens for i in history)
+            room = context_window - reserved_output - safety_margin(context_window, exact)
+            line = _line_for(shown, lines, rest - room, count)
+            if line != lines[0]:
+                history = _history_items(shown, resend, latest, line, chat.masking, count)
+        shows_pointers = any(sent.pointers for item in history for sent in item.payload)
         sections = [
-            Section("system", (Item("system prompt", count(chat.system) + PER_MESSAGE_OVERHEAD),),
-                    required=True, is_system=True),
+            Section("system", (Item("system prompt", system_tokens),), required=True, is_system=True),
+            Section("pointers", (Item("legend", legend_tokens),) if shows_pointers else (), required=True),
             Section("history", tuple(history), protect_last=chat.min_exchanges,
                     drop_reason="older than the kept history"),
-            Section("files", tuple(
-                Item(f"file {ref.file_id}", count(blocks[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
-                for ref in reversed(fresh)  # dropped lowest priority first
-            ), drop_reason="lower priority than the files kept"),
-            Section("optional system", tuple(Item(name, count(text)) for name, text in chat.optional_system),
-                    drop_reason="optional fragment; the rest did not fit"),
-            Section("message", (Item("newest message", count(chat.newest) + PER_MESSAGE_OVERHEAD),),
-                    required=True),
+            Section("files", files, drop_reason="lower priority than the files kept"),
+            Section("optional system", optional, drop_reason="optional fragment; the rest did not fit"),
+            Section("message", (Item("newest message", newest),), required=True),
         ]
         result = plan(sections, context_window=context_window, reserved_output=reserved_output,
                       tokenizer=tokenizer, exact=exact, framing_tokens=framing_tokens)
         if result.over_budget:
             return ChatAssembly([], result)
-        kept_contexts = {m.uri for item in result.section("history").kept for m in item.payload
-                         if m.kind == FILE_CONTEXT}
+        kept_contexts = {sent.message.uri for item in result.section("history").kept for sent in item.payload
+                         if sent.message.kind == FILE_CONTEXT and not sent.pointers}
         dropped = {uri for uri in candidates if uri not in resend and uri not in kept_contexts}
         if not dropped:
             break
         resend |= dropped
 
+    shown_refs = _pointer_report(result, count)
     kept_optional = [item.id for item in result.section("optional system").kept]
-    system = "\n\n".join([chat.system] + [text for name, text in chat.optional_system if name in kept_optional])
+    system = "\n\n".join([chat.system] + ([chat.legend] if shown_refs else [])
+                          + [text for name, text in chat.optional_system if name in kept_optional])
     messages = [ChatMessage("system", system)]
     for item in result.section("history").kept:
-        messages.extend(ChatMessage(CONTEXT_ROLE if m.kind == FILE_CONTEXT else m.role, m.content)
-                        for m in item.payload)
-    sent = [item.payload for item in result.section("files").kept][::-1]  # priority order
-    messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in sent)
+        messages.extend(ChatMessage(CONTEXT_ROLE if sent.message.kind == FILE_CONTEXT else sent.message.role,
+                                    sent.content) for sent in item.payload)
+    sent_files = [item.payload for item in result.section("files").kept][::-1]  # priority order
+    messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in sent_files)
     messages.append(ChatMessage("user", chat.newest))
 
     new_contexts = [
         NewMessage(CONTEXT_ROLE, blocks[ref.file.uri], hidden=True, kind=FILE_CONTEXT,
                    uri=ref.file.uri, fingerprint=ref.file.fingerprint, meta={"file_id": ref.file_id},
                    tokens={tokenizer: count(blocks[ref.file.uri])})
-        for ref in sent
+        for ref in sent_files
     ]
-    superseded += [latest[ref.file.uri].id for ref in sent if ref.file.uri in latest]
+    superseded += [latest[ref.file.uri].id for ref in sent_files if ref.file.uri in latest]
     retained = [uri for uri in candidates if uri in kept_contexts]
     return ChatAssembly(merge_roles(messages), result, new_contexts, sorted(superseded), retained,
-                        [ref.file.uri for ref in sent])
+                        [ref.file.uri for ref in sent_files], shown_refs)
+
+
+def _pointer_report(result: Plan, count: Callable[[str], int]) -> list[str]:
+    """The pointers the kept history shows, in order. The budget report shows them in their own
+    section with the legend, and the history without them."""
+    shown = [ref for item in result.section("history").kept for sent in item.payload for ref in sent.pointers]
+    if shown:
+        history, section = result.section("history"), result.section("pointers")
+        tokens = sum(count(ref) for ref in shown)
+        history.tokens -= tokens
+        section.tokens += tokens
+        section.kept = (*section.kept, *(Item(ref, count(ref)) for ref in shown))
+    return shown

@@ -1,7 +1,8 @@
 """Prompt templates: repo-owned text with code-owned fragments.
 
-A template file (`prompts/<id>.md`) is a list of fragments, each opened by a line `[required]`
-or `[optional: NAME]`. `{{name}}` inside a fragment inserts a fragment owned by code, rendered
+A template file (`prompts/<id>.md`) is a list of fragments, each opened by a line `[required]`,
+`[optional: NAME]` or `[pointers]` (sent exactly when the prompt shows pointers: their legend).
+`{{name}}` inside a fragment inserts a fragment owned by code, rendered
 from the same definitions the code checks against, so the prompt cannot drift from the code.
 Templates are read from `promptsDir` first, then from those shipped with Margin.
 """
@@ -26,7 +27,9 @@ def _code_fragments() -> dict[str, str]:
     from margin.core.editops import ops_schema_fragment
     from margin.core.selection_edit import SELECTION_GUARD, selection_reply_fragment
 
-    return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(),
+    from margin.core.pointers import LEGEND
+
+    return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(), "pointer_legend": LEGEND,
             "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment(),
             "hole_answer": hole_answer_fragment()}
 
@@ -34,7 +37,9 @@ def _code_fragments() -> dict[str, str]:
 CODE_FRAGMENTS: dict[str, str] = _code_fragments()
 """Fragments owned by code, by placeholder name."""
 
-_HEADER = re.compile(r"^\[(required|optional)(?::\s*([A-Za-z0-9_.-]+))?\]\s*$")
+_HEADER = re.compile(r"^\[(required|optional|pointers)(?::\s*([A-Za-z0-9_.-]+))?\]\s*$")
+POINTERS = "pointers"
+"""the name of the fragment sent when the prompt shows pointers"""
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
 
 
@@ -61,7 +66,12 @@ class PromptTemplate:
 
     @property
     def optional(self) -> tuple[Fragment, ...]:
-        return tuple(f for f in self.fragments if not f.required)
+        return tuple(f for f in self.fragments if not f.required and f.name != POINTERS)
+
+    @property
+    def pointer_legend(self) -> str | None:
+        """The `[pointers]` fragment's text, if the template has one."""
+        return next((f.text for f in self.fragments if f.name == POINTERS and not f.required), None)
 
 
 def shipped_prompts_dir() -> Path:
@@ -104,7 +114,11 @@ def parse_template(template_id: str, path: Path, text: str,
             kind, name = header.groups()
             if kind == "optional" and not name:
                 raise TemplateError(f"{path}: an optional fragment needs a name: [optional: NAME]")
-            current = (name or f"required{len(fragments) + 1}", kind == "required")
+            if kind == POINTERS and name:
+                raise TemplateError(f"{path}: [pointers] takes no name")
+            if kind == "optional" and name == POINTERS:
+                raise TemplateError(f"{path}: '{POINTERS}' is the name of the [pointers] fragment")
+            current = (POINTERS if kind == POINTERS else name or f"required{len(fragments) + 1}", kind == "required")
             lines = []
         else:
             lines.append(line)

@@ -168,8 +168,8 @@ class FileContextRepository(Protocol):
         """The thread's messages, oldest first, with file contexts where they were sent."""
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
-                        turn: Sequence[NewMessage], superseded: Sequence[int]) -> list[Message]:
-        """Store new contexts and the turn together, then drop superseded contexts."""
+                        turn: Sequence[NewMessage]) -> list[Message]:
+        """Store new contexts and the turn together (older contexts stay, for pointers)."""
 
 
 def current_form(message: Message) -> Message:
@@ -191,8 +191,5 @@ class MessageFileContexts:
         return [current_form(m) for m in await self.store.messages(thread_id, include_hidden=True)]
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
-                        turn: Sequence[NewMessage], superseded: Sequence[int]) -> list[Message]:
-        added = await self.store.append(thread_id, [*contexts, *turn])
-        if superseded:
-            await self.store.delete_messages(superseded)
-        return added
+                        turn: Sequence[NewMessage]) -> list[Message]:
+        return await self.store.append(thread_id, [*contexts, *turn])

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
+from margin.core import pointers
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import ContextTooLarge, ProviderError, Usage
@@ -166,9 +167,17 @@ class ChatService:
         except ProviderError as error:
             raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         known.update(zip(missing, counts))
+        shown = pointers.show(history, known.__getitem__)
+        legend = profile.pointer_legend(pointers.RECALL_BY_USER)
+        missing = list(dict.fromkeys(t for t in [legend, *pointers.texts(shown)] if t not in known))
+        if missing:
+            try:
+                known.update(zip(missing, await counter.count_texts(missing)))
+            except ProviderError as error:
+                raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         framing = await framing_tokens(counter)
 
-        chat = ChatInput(system, optional, history, newest, files)
+        chat = ChatInput(system, optional, history, newest, files, legend=legend, shown=shown)
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
@@ -249,4 +258,4 @@ class ChatService:
                        tokens={counter.name: counts[0]}),
             NewMessage("assistant", reply, meta=reply_meta or {}, tokens={counter.name: counts[1]}),
         ]
-        await self.threads.save_turn(prepared.thread.id, assembly.new_contexts, turn, assembly.superseded)
+        await self.threads.save_turn(prepared.thread.id, assembly.new_contexts, turn)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from margin.core import pointers
 from margin.core.llm import ChatMessage, ChatRequest, LLMProvider
 from margin.core.prompts import PromptTemplate, TemplateError
 from margin.core.settings import ProfileSettings
@@ -40,6 +41,11 @@ class Profile:
     def optional_system(self) -> list[tuple[str, str]]:
         """(name, text) of the template's optional fragments."""
         return [(f.name, f.text) for f in self.template.optional]
+
+    def pointer_legend(self, recall: str) -> str:
+        """What pointers mean (the template's `[pointers]` fragment, else the code's) and
+        `recall`: how to see their content again."""
+        return f"{self.template.pointer_legend or pointers.LEGEND} {recall}"
 
     def request(self, messages: Sequence[ChatMessage], response_format: dict[str, Any] | None = None) -> ChatRequest:
         """A request to this profile's model, with this profile's limits."""

@@ -91,8 +91,7 @@ class ThreadsService:
         """The thread as prompts are assembled from it: hidden file contexts included."""
         return await self.app.storage.run(lambda store: self.app.file_contexts(store).timeline(thread_id))
 
-    async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage], turn: Sequence[NewMessage],
-                        superseded: Sequence[int]) -> None:
-        """The newly sent file contexts and the turn, stored together; superseded contexts pruned."""
-        await self.app.storage.run(lambda store: self.app.file_contexts(store).save_turn(
-            thread_id, contexts, turn, superseded))
+    async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage], turn: Sequence[NewMessage]) -> None:
+        """The newly sent file contexts and the turn, stored together. Superseded contexts stay:
+        prompts show them as pointers, and they can be recalled."""
+        await self.app.storage.run(lambda store: self.app.file_contexts(store).save_turn(thread_id, contexts, turn))

@@ -30,9 +30,7 @@ class Thread:
                                tokenizer="heuristic", exact=False)
         if result.over_budget:
             return result
-        superseded = set(result.superseded)
-        self.messages = [m for m in self.messages if m.id not in superseded]
-        self.messages += [stored(m) for m in result.new_contexts]
+        self.messages += [stored(m) for m in result.new_contexts]  # nothing stored is ever removed
         self.messages += [stored(NewMessage("user", newest)), stored(NewMessage("assistant", f"reply to {newest}"))]
         return result
 
@@ -66,7 +64,9 @@ def test_changed_file_is_resent_and_the_old_context_superseded():
     assert result.resent == ["file:///ws/a.py"] and result.superseded == [old_id]
     sent = contexts_in(result.messages)
     assert [c["fingerprint"] for c in sent] == [edited.file.fingerprint]  # never the stale one
-    assert sum(1 for m in thread.messages if m.kind == FILE_CONTEXT) == 1  # pruned on success
+    assert sum(1 for m in thread.messages if m.kind == FILE_CONTEXT) == 2  # the old one stays stored …
+    assert result.pointers == ["[t1 a.py]"]  # … and the prompt points to it
+    assert "[t1 a.py]" in "".join(m.content for m in result.messages)
 
 
 def test_file_dropped_by_the_budget_is_resent():

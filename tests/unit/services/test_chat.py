@@ -71,15 +71,18 @@ async def test_active_file_goes_as_hidden_context_and_is_not_resent_while_unchan
         "what is x?", "ok", "sure?", "ok"]
 
 
-async def test_edited_file_is_resent_and_the_stale_context_pruned(services, provider):
+async def test_edited_file_is_resent_and_the_stale_context_kept_behind_a_pointer(services, provider):
     services.app.files.open(A, "python", 1, "x = 1\n")
     await services.chat.chat(Ask("one", Where(A)))
+    first = services.app.files.get(A).fingerprint
     services.app.files.change(A, 2, [TextChange("2", Range(Position(0, 4), Position(0, 5)))])
     await services.chat.chat(Ask("two", Where(A)))
     sent = file_blocks(provider.requests[1])
-    assert [b.text for b in sent] == ["x = 2\n"]
+    assert [b.text for b in sent] == ["x = 2\n"]  # the stale text is never sent again …
+    prompt = "\n".join(m.content for m in provider.requests[1].messages)
+    assert "[t1 a.py]" in prompt and "stands for content of an earlier turn" in provider.requests[1].messages[0].content
     hidden = [m for m in await stored(services) if m.hidden]
-    assert [m.fingerprint for m in hidden] == [services.app.files.get(A).fingerprint]
+    assert [m.fingerprint for m in hidden] == [first, services.app.files.get(A).fingerprint]  # … but kept
 
 
 async def test_selection_is_sent_with_the_message_and_history_shows_what_was_typed(services, provider):

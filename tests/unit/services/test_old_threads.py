@@ -54,7 +54,7 @@ async def test_an_old_thread_loads_and_its_next_turn_shows_files_as_blocks(tmp_p
         raw = await services.app.storage.run(lambda store: store.messages(history.thread.id))
         old_a = next(m for m in raw if m.hidden and m.meta.get("file_id") == "a.py")
         assert old_a.content.startswith('{"type": "virtual_file_context"')  # stored as it was written
-        new_b = next(m for m in raw if m.hidden and m.meta.get("file_id") == "b.py")
+        new_b = next(m for m in reversed(raw) if m.hidden and m.meta.get("file_id") == "b.py")  # the old one stays
         assert new_b.content.startswith("File b.py (python, sha256:")
     finally:
         await close(services)

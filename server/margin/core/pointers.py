@@ -1,0 +1,222 @@
+"""Compact pointers (SPEC K, seed 003): in a long session, content the model saw turns ago is
+shown in the prompt as a pointer of a few tokens — `[t42 parser.py]` — that it can recall. The
+thread in storage never changes; only the prompt does.
+
+What is masked:
+- a superseded snapshot of a file (a newer one is in the prompt): always, wherever it is — the
+  newest snapshot of each file is never masked;
+- the edit-ops payload of an assistant reply (`[t42 ops]`) and a long reply (`[t42 reply]`):
+  in turns outside the hot window.
+
+The hot window is the last `HOT_TURNS` turns at least; the line it leaves behind moves in steps
+of `MASK_BATCH` turns, so for most turns the start of the prompt is what it was the turn before
+and the backend's prompt cache still holds it. When the history does not fit, the line moves on
+in the same steps (more is masked) before any turn is dropped. Never masked: the current
+request, the latest reply, the system prompt.
+
+A turn is numbered by its user message (the first is t1); the file contexts stored with a turn
+belong to it. A pointer names the turn and what it stands for: the file's name (its folder too
+when two files of one turn share a name), `ops`, or `reply`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from margin.core.threads import FILE_CONTEXT, Message
+
+HOT_TURNS = 3
+"""The most recent turns whose replies and edit-ops are always shown whole."""
+MASK_BATCH = 8
+"""The masking line moves this many turns at a time."""
+LONG_REPLY_TOKENS = 160
+"""A reply longer than this is masked outside the hot window."""
+
+OPS, REPLY = "ops", "reply"
+OPS_HEADER = "Edits proposed (edit-ops):"
+
+LEGEND = ("Text like [t12 parser.py] stands for content of an earlier turn that is no longer "
+          "shown: t12 is the turn, then a file's name (that file as it was then), `ops` (the edits "
+          "proposed then) or `reply` (the reply then).")
+"""What pointers mean: the code-owned `pointer_legend` fragment of the templates."""
+RECALL_BY_TOOL = "To see such content again, call the `recall` tool with the pointer."
+RECALL_BY_USER = ("If you need such content, say which pointer; the user can show it to you again "
+                  "(Margin: Recall).")
+
+_POINTER = re.compile(r"^\s*\[?\s*t(\d+)\s+([^\]\n]*?)\s*\]?\s*$")
+
+
+def pointer(turn: int, label: str) -> str:
+    return f"[t{turn} {label}]"
+
+
+def parse_pointer(text: str) -> tuple[int, str] | None:
+    """(turn, label) of `[t42 parser.py]`, `t42 parser.py` and the like; None if it is none."""
+    match = _POINTER.match(text)
+    if match is None or not match.group(2):
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def ops_block(ops: Sequence[Mapping[str, Any]]) -> str:
+    """An edit-ops reply's ops as the prompt shows them after its message."""
+    return f"{OPS_HEADER}\n{json.dumps(list(ops), ensure_ascii=False, separators=(',', ':'))}"
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a stored message as the prompt shows it: `text` whole, or `pointer` instead."""
+
+    text: str
+    pointer: str | None = None
+    """None: never masked"""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A stored message and its parts, with the turn it belongs to. A file context has one part,
+    masked when superseded (the assembler knows which are); the others' parts are masked when
+    their turn is outside the hot window."""
+
+    message: Message
+    turn: int
+    parts: tuple[Part, ...]
+
+    def view(self, line: int) -> tuple[list[str], list[str]]:
+        """The parts' texts as shown when the turns up to `line` are outside the hot window, and
+        the pointers among them."""
+        texts, pointers = [], []
+        for part in self.parts:
+            if part.pointer is not None and self.turn <= line:
+                texts.append(part.pointer)
+                pointers.append(part.pointer)
+            else:
+                texts.append(part.text)
+        return texts, pointers
+
+
+def turn_numbers(history: Sequence[Message]) -> list[int]:
+    """The turn of each message: a user message starts the next turn; the file contexts stored
+    before it belong to it."""
+    turns = [0] * len(history)
+    turn, waiting = 0, []
+    for i, message in enumerate(history):
+        if message.kind == FILE_CONTEXT:
+            waiting.append(i)
+            continue
+        if message.role == "user" and not message.hidden:
+            turn += 1
+            for j in waiting:
+                turns[j] = turn
+            waiting.clear()
+        turns[i] = max(turn, 1)
+    for j in waiting:
+        turns[j] = turn + 1
+    return turns
+
+
+def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
+    """Each file context's label, by message id: its file's name, with as many folders in front
+    as it takes to tell apart files of the same name in the same turn."""
+    paths = {m.id: str(m.meta.get("file_id") or m.uri or "file").rstrip("/") for m in contexts}
+
+    def tail(path: str, depth: int) -> str:
+        return "/".join(path.split("/")[-depth:])
+
+    labels: dict[int, str] = {}
+    for id_, path in paths.items():
+        others = [other for other_id, other in paths.items() if other_id != id_]
+        depth, most = 1, path.count("/") + 1
+        while depth < most and any(tail(other, depth) == tail(path, depth) for other in others):
+            depth += 1
+        labels[id_] = tail(path, depth)
+    return labels
+
+
+def show(history: Sequence[Message], count: Callable[[str], int],
+         render: Callable[[int, str], str] = pointer) -> list[Shown]:
+    """The messages a prompt may show (visible messages and file contexts) with their parts and
+    pointers (`render(turn, label)`). The latest reply is never masked."""
+    turns = turn_numbers(history)
+    by_turn: dict[int, list[Message]] = {}
+    for message, turn in zip(history, turns):
+        if message.kind == FILE_CONTEXT:
+            by_turn.setdefault(turn, []).append(message)
+    labels: dict[int, str] = {}
+    for contexts in by_turn.values():
+        labels.update(file_labels(contexts))
+    last_reply = next((m.id for m in reversed(history) if m.role == "assistant" and not m.hidden), None)
+    shown: list[Shown] = []
+    for message, turn in zip(history, turns):
+        if message.kind == FILE_CONTEXT:
+            shown.append(Shown(message, turn, (Part(message.content, render(turn, labels[message.id])),)))
+        elif message.hidden:
+            continue
+        elif message.role == "assistant" and message.id != last_reply:
+            long = count(message.content) > LONG_REPLY_TOKENS
+            parts = [Part(message.content, render(turn, REPLY) if long else None)]
+            if ops := message.meta.get("ops"):
+                parts.append(Part(ops_block(ops), render(turn, OPS)))
+            shown.append(Shown(message, turn, tuple(parts)))
+        elif message.role == "assistant" and (ops := message.meta.get("ops")):
+            shown.append(Shown(message, turn, (Part(message.content), Part(ops_block(ops)))))
+        else:
+            shown.append(Shown(message, turn, (Part(message.content),)))
+    return shown
+
+
+def texts(shown: Sequence[Shown]) -> list[str]:
+    """Every text a prompt may show for these messages other than their stored content: rendered
+    edit-ops and pointers (for a caller that counts everything first)."""
+    found = []
+    for entry in shown:
+        for part in entry.parts:
+            if part.text is not entry.message.content:
+                found.append(part.text)
+            if part.pointer is not None:
+                found.append(part.pointer)
+    return found
+
+
+def first_mask_line(current_turn: int) -> int:
+    """The turns up to this one are outside the hot window when `current_turn` is asked."""
+    return max(0, (current_turn - 1 - HOT_TURNS) // MASK_BATCH * MASK_BATCH)
+
+
+def mask_lines(current_turn: int) -> list[int]:
+    """The lines a prompt may mask up to, least masking first: the hot window's, then in steps of
+    MASK_BATCH up to every turn before the current one."""
+    first, last = first_mask_line(current_turn), max(0, current_turn - 1)
+    lines = list(range(first, last, MASK_BATCH))
+    return [*lines, last] if not lines or lines[-1] != last else lines
+
+
+@dataclass(frozen=True)
+class Recalled:
+    pointer: str
+    message: Message
+    content: str
+    """exactly what the pointer stood for"""
+    fingerprint: str | None
+    """the file's sha256 at that turn, for a file"""
+    uri: str | None
+
+
+def resolve(history: Sequence[Message], text: str) -> Recalled | None:
+    """What a pointer stood for, from the stored thread; None if it names nothing there."""
+    parsed = parse_pointer(text)
+    if parsed is None:
+        return None
+    turn, label = parsed
+    for shown in show(history, lambda _text: LONG_REPLY_TOKENS + 1):
+        if shown.turn != turn:
+            continue
+        for part in shown.parts:
+            if part.pointer == pointer(turn, label):
+                message = shown.message
+                return Recalled(part.pointer, message, part.text,
+                                message.fingerprint if message.kind == FILE_CONTEXT else None, message.uri)
+    return None

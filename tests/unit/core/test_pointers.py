@@ -1,0 +1,179 @@
+"""Compact pointers (core/pointers.py, core/assemble.py): old content shown as `[t42 parser.py]`
+in the prompt, never changed in storage, always resolvable to exactly what it stands for."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from margin.core import pointers
+from margin.core.assemble import ChatInput, FileRef, assemble_chat
+from margin.core.file_block import parse_file_blocks
+from margin.core.threads import FILE_CONTEXT, Message, NewMessage
+from margin.core.tokens.local import tiktoken_counter
+from margin.core.vfs import VirtualFile
+
+count = tiktoken_counter("o200k_base").count
+LEGEND = f"{pointers.LEGEND} {pointers.RECALL_BY_USER}"
+
+
+class Session:
+    """A thread as the chat service keeps it: each successful turn appends what it sent (new file
+    contexts, the message, the reply with its ops); nothing stored is ever removed."""
+
+    def __init__(self, files: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.ids = itertools.count(1)
+        self.history: list[Message] = []
+        self.texts = {f"src/m{i}.py": "".join(f"value_{i}_{n} = compute({n})\n" for n in range(40))
+                      for i in range(files)}
+        self.versions = dict.fromkeys(self.texts, 1)
+
+    def store(self, new: NewMessage) -> Message:
+        return Message(**new.__dict__, id=next(self.ids), thread_id="t", created_at=0.0)
+
+    def refs(self) -> list[FileRef]:
+        return [FileRef(VirtualFile(f"file:///ws/{name}", "python", self.versions[name], text), name)
+                for name, text in self.texts.items()]
+
+    def edit(self) -> None:
+        name = self.rng.choice(sorted(self.texts))
+        self.texts[name] += f"edited_{self.versions[name]} = True\n"
+        self.versions[name] += 1
+
+    edit_rate = 0.6
+
+    def turn(self, window: int, output: int = 256):
+        if self.rng.random() < self.edit_rate:
+            self.edit()
+        newest = f"question {len(self.history)}: what does value_{self.rng.randrange(9)} do?"
+        before = copy.deepcopy(self.history)
+        result = assemble_chat(ChatInput("You are Margin.", [("style", "Be brief.")], self.history, newest,
+                                         self.refs(), legend=LEGEND),
+                               count, context_window=window, reserved_output=output,
+                               tokenizer="tiktoken:o200k_base", exact=True)
+        assert self.history == before  # assembling never changes what is stored
+        if result.over_budget:
+            return result
+        long = self.rng.random() < 0.4
+        reply = f"Reply {len(self.history)}: " + ("It computes the value. " * (60 if long else 3)).strip()
+        meta = {"ops": [{"op": "replace", "targetFile": "src/m0.py", "match": "value_0_1 = compute(1)",
+                         "content": "value_0_1 = compute(2)"}]} if self.rng.random() < 0.3 else {}
+        self.history += [self.store(m) for m in result.new_contexts]
+        self.history += [self.store(NewMessage("user", newest)), self.store(NewMessage("assistant", reply, meta=meta))]
+        return result
+
+
+def prompt_text(result) -> str:
+    return "\n\n".join(m.content for m in result.messages)
+
+
+def check(session: Session, result, window: int, output: int = 256) -> None:
+    plan = result.plan
+    assert plan.total <= plan.limit
+    assert sum(count(m.content) + 4 for m in result.messages) + 3 <= window - output  # counted whole, OpenAI framing
+    text = prompt_text(result)
+    # The legend is there exactly when a pointer is.
+    assert (LEGEND in result.messages[0].content) == bool(result.pointers)
+    assert all(p in text for p in result.pointers)
+    # Every pointer resolves to exactly the stored text it stands for.
+    for ref in result.pointers:
+        found = pointers.resolve(session.history, ref)
+        assert found is not None, ref
+        stored = {m.content for m in session.history} | {
+            pointers.ops_block(m.meta["ops"]) for m in session.history if m.meta.get("ops")}
+        assert found.content in stored
+        if found.message.kind == FILE_CONTEXT:
+            assert found.fingerprint == found.message.fingerprint
+    # The newest snapshot of each file in the prompt is there whole, and no older one is.
+    blocks = parse_file_blocks(text)
+    assert len({b.file_id for b in blocks}) == len(blocks)
+    for block in blocks:
+        assert block.text == session.texts[block.file_id]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), window=st.sampled_from([4096, 8192, 16384]), files=st.integers(1, 8))
+def test_a_long_session_never_overflows_and_every_pointer_resolves(seed, window, files):
+    session = Session(files, seed)
+    for _ in range(40):
+        result = session.turn(window)
+        if result.over_budget:
+            continue
+        check(session, result, window)
+
+
+def test_masking_moves_in_batches_and_keeps_the_hot_window_whole():
+    """In a window that holds everything: the replies and ops of the turns up to the masking line
+    are pointers, those after it whole; the line moves MASK_BATCH turns at a time, and between
+    moves each prompt starts with the whole of the one before (the backend's cache holds)."""
+    session = Session(2, 7)
+    session.edit_rate = 0.0
+    previous, moves = None, []
+    for n in range(1, 41):
+        result = session.turn(131_072)
+        line = pointers.first_mask_line(n)
+        text = prompt_text(result)
+        replies = [(turn, m) for turn, m in zip(pointers.turn_numbers(session.history[:-2]), session.history[:-2])
+                   if m.role == "assistant"]
+        for turn, reply in replies:
+            long = count(reply.content) > pointers.LONG_REPLY_TOKENS
+            masked = turn <= line and reply is not replies[-1][1]
+            assert (f"[t{turn} reply]" in text) == (masked and long)
+            assert (reply.content in text) == (not (masked and long))
+            if reply.meta.get("ops"):
+                assert (f"[t{turn} ops]" in text) == masked
+        assert n - 1 - line >= min(n - 1, pointers.HOT_TURNS)  # the hot window is whole
+        if previous is not None:
+            if previous[0] == line:
+                before = previous[1].messages[:-1]
+                assert result.messages[:len(before) - 1] == before[:-1]  # all but the last merged message
+            else:
+                moves.append(n)
+        previous = (line, result)
+    assert len(moves) >= 3 and all(b - a == pointers.MASK_BATCH for a, b in zip(moves, moves[1:]))
+
+
+def test_masking_goes_further_before_any_turn_is_dropped():
+    """In a small window the line moves on (more is masked) as far as it takes; turns are dropped
+    only once everything that can be masked is."""
+    session = Session(3, 11)
+    session.edit_rate = 0.0
+    for _ in range(40):
+        result = session.turn(4096)
+    history = result.plan.section("history")
+    assert result.pointers and not history.dropped_items  # it all fits, masked
+    many = Session(3, 11)
+    many.edit_rate = 0.0
+    for _ in range(120):
+        result = many.turn(4096)
+    dropped = result.plan.section("history").dropped_items
+    assert dropped  # too long even masked: the oldest turns go …
+    kept_text = prompt_text(result)
+    turns = pointers.turn_numbers(many.history)
+    kept_turns = {t for t, m in zip(turns, many.history) if m.role == "user" and m.content in kept_text}
+    for turn, m in zip(turns, many.history):  # … and every kept turn but the hot ones is masked
+        if m.role == "assistant" and turn in kept_turns and turn < max(kept_turns) - pointers.HOT_TURNS - pointers.MASK_BATCH:
+            assert m.content not in kept_text or count(m.content) <= pointers.LONG_REPLY_TOKENS
+
+
+def test_pointers_are_short_and_name_turn_and_file():
+    assert pointers.pointer(42, "parser.py") == "[t42 parser.py]"
+    assert count("[t42 parser.py]") <= 5 and count("[t42 ops]") <= 5 and count("[t300 reply]") <= 5
+    assert count(LEGEND) < 100
+    assert pointers.parse_pointer("[t42 parser.py]") == (42, "parser.py")
+    assert pointers.parse_pointer("t7 ops") == (7, "ops")
+    assert pointers.parse_pointer("parser.py") is None
+
+
+def test_files_of_one_turn_with_the_same_name_are_told_apart_by_their_folders():
+    def context(i: int, path: str) -> Message:
+        return Message("user", f"File {path}", hidden=True, kind=FILE_CONTEXT, uri=f"file:///ws/{path}",
+                       meta={"file_id": path}, id=i)
+
+    labels = pointers.file_labels([context(1, "a/util.py"), context(2, "b/util.py"), context(3, "b/main.py")])
+    assert labels == {1: "a/util.py", 2: "b/util.py", 3: "main.py"}
