@@ -118,6 +118,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("margin.askEdit", () => editSelection(margin, proposals)),
     vscode.commands.registerCommand("margin.applyProposal", () => proposals.decide("apply")),
     vscode.commands.registerCommand("margin.discardProposal", () => proposals.decide("discard")),
+    vscode.commands.registerCommand("margin.recall", () => recall(margin)),
     vscode.commands.registerCommand("margin.cancel", () => status.cancel()),
     vscode.commands.registerCommand("margin.showOutput", () => output.show()),
     vscode.commands.registerCommand("margin.restartServer", async () => {
@@ -154,4 +155,33 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
 export function deactivate(): Thenable<void> | undefined {
   return undefined;
+}
+
+
+/** Shows what a pointer of the chat's prompts (such as `[t42 parser.py]`) stood for, in a new
+ * untitled editor, so it can be read or pasted back into the chat. */
+async function recall(margin: Margin): Promise<void> {
+  const pointer = await vscode.window.showInputBox({
+    prompt: "A pointer from the chat, such as [t42 parser.py]",
+    placeHolder: "[t42 parser.py]",
+  });
+  if (!pointer) {
+    return;
+  }
+  const active = vscode.window.activeTextEditor?.document;
+  const params: { pointer: string; textDocument?: { uri: string } } = { pointer };
+  if (active && active.uri.scheme === "file") {
+    params.textDocument = { uri: active.uri.toString() };
+  }
+  try {
+    const found = await margin.client.sendRequest<{ content: string; changedSince?: boolean; fileId?: string }>(
+      "margin/recall", params);
+    const document = await vscode.workspace.openTextDocument({ content: found.content, language: "markdown" });
+    await vscode.window.showTextDocument(document, { preview: true });
+    if (found.changedSince) {
+      void vscode.window.showInformationMessage(`${found.fileId} has changed since then.`);
+    }
+  } catch (error) {
+    void vscode.window.showErrorMessage(`Margin: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }

@@ -297,6 +297,20 @@ async def _threads(args: argparse.Namespace) -> int:
         return 0
 
 
+async def _recall(args: argparse.Namespace) -> int:
+    async with running_app(args) as (app, _):
+        services, _ = _services(app, [])
+        try:
+            found = await services.threads.recall(Where(thread_id=args.thread), " ".join(args.pointer))
+        except RequestError as error:
+            raise CliError(str(error)) from None
+        sys.stdout.write(found.recalled.content + ("" if found.recalled.content.endswith("\n") else "\n"))
+        if found.changed_since is not None:
+            state = "has changed since" if found.changed_since else "is unchanged since"
+            print(f"[{found.file_id} {state}; {found.recalled.fingerprint}]", file=sys.stderr)
+        return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="margin", description="Margin from the terminal.")
     parser.add_argument("--version", action="version", version=f"margin {__version__}")
@@ -336,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("file", help="the file")
     complete.add_argument("position", type=_line_col, metavar="LINE:COL", help="the cursor, counted from 1")
     complete.set_defaults(run=_complete)
+    recall = commands.add_parser("recall", help="print what a pointer such as [t42 parser.py] stood for")
+    recall.add_argument("pointer", nargs="+", help="the pointer, e.g. t42 parser.py")
+    recall.add_argument("--thread", help="a thread id (default: the current folder's thread)")
+    recall.set_defaults(run=_recall)
     threads = commands.add_parser("threads", help="list the conversation threads of this folder")
     threads.add_argument("--all", action="store_true", help="every workspace's threads")
     threads.set_defaults(run=_threads)

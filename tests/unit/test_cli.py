@@ -139,6 +139,26 @@ def test_chat_streams_the_reply_and_keeps_the_thread(fake, tmp_path):
     assert "2 messages" in threads.stdout and tmp_path.as_uri() in threads.stdout
 
 
+def test_recall_prints_what_a_pointer_stood_for_and_whether_the_file_changed(fake, tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    fake.script(reply("Noted."))
+    assert margin("chat", "--file", "a.py", "look", env=chat_env(fake, tmp_path), cwd=tmp_path).returncode == 0
+    (tmp_path / "a.py").write_text("x = 2\n")
+    fake.script(reply("Changed."))
+    assert margin("chat", "--file", "a.py", "again", env=chat_env(fake, tmp_path), cwd=tmp_path).returncode == 0
+    assert "[t1 a.py]" in "".join(m["content"] for m in fake.requests[1]["messages"])  # the old snapshot, as a pointer
+    result = margin("recall", "t1", "a.py", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "File a.py (python, sha256:" + result.stdout.split("sha256:")[1].split(")")[0] \
+        + ")\n```python\nx = 1\n```\n"
+    assert "a.py has changed since; sha256:" in result.stderr
+    assert margin("recall", "[t1 reply]", env=chat_env(fake, tmp_path), cwd=tmp_path).stdout == "Noted.\n"
+    missing = margin("recall", "[t7 a.py]", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert missing.returncode == 2 and "Nothing in this thread is [t7 a.py]" in missing.stderr
+    bad = margin("recall", "a.py", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert bad.returncode == 2 and "is not a pointer" in bad.stderr
+
+
 def test_chat_reads_the_message_from_standard_input(fake, tmp_path):
     result = subprocess.run([sys.executable, "-m", "margin.cli", "chat"], input="piped question\n",
                             capture_output=True, text=True, cwd=tmp_path, timeout=60,

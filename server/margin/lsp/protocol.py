@@ -30,7 +30,7 @@ from margin.core.vfs import PositionEncoding, choose_position_encoding
 
 log = logging.getLogger(__name__)
 
-CUSTOM_METHODS = ["margin/status", "margin/chat", "margin/explain", "margin/history", "margin/threads",
+CUSTOM_METHODS = ["margin/status", "margin/chat", "margin/explain", "margin/history", "margin/recall", "margin/threads",
                   "margin/newThread", "margin/deleteThread", "margin/editOps", "margin/applyOps"]
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 

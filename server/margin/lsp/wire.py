@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from margin.core.budget import BudgetReport
 from margin.core.editops import EditOp
 from margin.core.llm import ChatMessage
+from margin.core.pointers import parse_pointer
 from margin.core.selection_edit import Diagnostic
 from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
 from margin.core.where import Where
 from margin.services.chat import Ask
-from margin.services.completion import CompletionRequest
 from margin.services.editops import ApplyRequest
 from margin.services.selection_edit import SelectionEditRequest
 
@@ -168,6 +168,30 @@ class HistoryParams(_Wire):
         return Where(text_document=_uri(self.text_document), thread_id=self.thread_id)
 
 
+class RecallParams(HistoryParams):
+    pointer: Annotated[str, Field(min_length=1, max_length=1000)]
+    """e.g. `[t42 parser.py]` (the brackets may be left out)"""
+
+    @field_validator("pointer")
+    @classmethod
+    def _a_pointer(cls, value: str) -> str:
+        if parse_pointer(value) is None:
+            raise ValueError("not a pointer: it looks like [t42 parser.py] (a turn, then a file name, `ops` or `reply`)")
+        return value
+
+
+class RecallResult(_Wire):
+    thread_id: str
+    pointer: str
+    content: str
+    """exactly what the pointer stood for when it was shown"""
+    file_id: str | None = None
+    fingerprint: str | None = None
+    """the file's sha256 at that turn"""
+    changed_since: bool | None = None
+    """for a file: whether it has changed since that turn"""
+
+
 class HistoryMessageModel(_Wire):
     id: int
     role: str
@@ -306,53 +330,6 @@ class SelectionEditData(_Wire):
 class EditSelectionResult(_Wire):
     applied: bool
     failure_reason: str | None = None
-
-
-# --- inline completion (standard LSP params: fields Margin does not use are ignored) -----------
-
-class _Standard(_Wire):
-    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
-
-
-class VersionedDocumentModel(_Standard):
-    uri: Annotated[str, Field(min_length=1)]
-    version: int | None = None
-    """sent by some clients (Copilot's protocol); an answer for an older version is empty"""
-
-
-class StandardPosition(_Standard):
-    line: Annotated[int, Field(ge=0)]
-    character: Annotated[int, Field(ge=0)]
-
-
-class SelectedCompletionInfoModel(_Standard):
-    text: str
-
-
-class InlineCompletionContextModel(_Standard):
-    trigger_kind: Literal[1, 2] = 2
-    selected_completion_info: SelectedCompletionInfoModel | None = None
-
-
-class InlineCompletionRequestParams(_Standard):
-    text_document: VersionedDocumentModel
-    position: StandardPosition
-    context: InlineCompletionContextModel = InlineCompletionContextModel()
-
-    def core(self) -> CompletionRequest:
-        return CompletionRequest(self.text_document.uri, Position(self.position.line, self.position.character),
-                                 self.text_document.version)
-
-
-class InlineCompletionItemModel(_Wire):
-    insert_text: str
-    range: RangeModel | None = None
-    """only when the suggestion replaces text after the cursor; without it the editor inserts at
-    the cursor (Neovim then shows the suggestion inline, not drawn over the rest of the line)"""
-
-
-class InlineCompletionListModel(_Wire):
-    items: list[InlineCompletionItemModel]
 
 
 # --- status ----------------------------------------------------------------------------------

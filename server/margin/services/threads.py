@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from margin.core.threads import Message, NewMessage, Thread
+from margin.core import pointers
+from margin.core.pointers import Recalled
+from margin.core.threads import FILE_CONTEXT, Message, NewMessage, Thread
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
-from margin.services.errors import NotFound
+from margin.services.errors import NotFound, RequestError
 
 CHAT = "chat"
 """The context of chat and edit-ops threads."""
@@ -47,6 +49,16 @@ DISPLAY = "display"
 the selected code)."""
 
 
+@dataclass(frozen=True)
+class RecallOutcome:
+    thread: Thread
+    recalled: Recalled
+    file_id: str | None
+    changed_since: bool | None
+    """for a file: whether it has changed since (the open file's text, else its newest snapshot
+    in the thread, differs from the one pointed to)"""
+
+
 class ThreadsService:
     def __init__(self, app: MarginApp) -> None:
         self.app = app
@@ -70,6 +82,25 @@ class ThreadsService:
         messages = await self.app.storage.run(lambda store: store.messages(thread.id, include_hidden=False))
         return History(thread, [HistoryEntry(m.id, m.role, m.meta.get(DISPLAY, m.content), m.created_at)
                                 for m in messages])
+
+    async def recall(self, where: Where, pointer: str) -> RecallOutcome:
+        """What a pointer of the thread's prompts stood for, exactly as it was shown."""
+        if pointers.parse_pointer(pointer) is None:
+            raise RequestError(f"'{pointer[:80]}' is not a pointer: it looks like [t42 parser.py] (a turn, then a "
+                               "file name, `ops` or `reply`).")
+        thread = await self.thread_for(where)
+        timeline = await self.timeline(thread.id)
+        found = pointers.resolve(timeline, pointer)
+        if found is None:
+            raise NotFound(f"Nothing in this thread is {pointer.strip()}: check the turn number and the name.")
+        file_id, changed = None, None
+        if found.message.kind == FILE_CONTEXT and found.uri:
+            file_id = found.message.meta.get("file_id")
+            open_file = self.app.files.get(found.uri)
+            newest = open_file.fingerprint if open_file is not None else next(
+                m.fingerprint for m in reversed(timeline) if m.kind == FILE_CONTEXT and m.uri == found.uri)
+            changed = newest != found.fingerprint
+        return RecallOutcome(thread, found, file_id, changed)
 
     async def list(self, workspace: str | None = None) -> ThreadList:
         """The threads of `workspace` (every workspace's when None)."""

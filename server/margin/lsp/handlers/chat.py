@@ -1,5 +1,6 @@
 """Chat and its threads: margin/chat (streamed as partial results, with cancellable work-done
-progress), margin/explain, margin/history, margin/threads, margin/newThread, margin/deleteThread."""
+progress), margin/explain, margin/history, margin/recall (what a pointer stood for), margin/threads,
+margin/newThread, margin/deleteThread."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ HISTORY = "margin/history"
 THREADS = "margin/threads"
 NEW_THREAD = "margin/newThread"
 DELETE_THREAD = "margin/deleteThread"
+RECALL = "margin/recall"
 
 
 async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
@@ -63,6 +65,18 @@ async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                               messages=[wire.HistoryMessageModel.of(m) for m in found.messages]).dump()
 
 
+async def recall(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(wire.RecallParams, params, RECALL)
+    with answering_failures():
+        found = await ls.services.threads.recall(request.where(), request.pointer)
+    result = wire.RecallResult(thread_id=found.thread.id, pointer=found.recalled.pointer,
+                               content=found.recalled.content)
+    if found.file_id is not None:
+        result.file_id, result.fingerprint, result.changed_since = \
+            found.file_id, found.recalled.fingerprint, found.changed_since
+    return result.dump()
+
+
 async def threads(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(wire.ThreadsParams, params, THREADS)
     found = await ls.services.threads.list(request.workspace)
@@ -85,6 +99,7 @@ def register(server: MarginLanguageServer) -> None:
     server.feature(CHAT)(chat)
     server.feature(EXPLAIN)(explain)
     server.feature(HISTORY)(history)
+    server.feature(RECALL)(recall)
     server.feature(THREADS)(threads)
     server.feature(NEW_THREAD)(new_thread)
     server.feature(DELETE_THREAD)(delete_thread)

@@ -20,7 +20,7 @@ from lsprotocol import types
 from margin.core.completion.code_shape import indent_of
 from margin.core.file_block import fence
 from margin.core.vfs import Range
-from margin.lsp import convert, wire
+from margin.lsp import convert, wire, wire_completion
 from margin.lsp.server import MarginLanguageServer, parse_params
 from margin.services.completion import CompletionOutcome, CompletionRequest
 
@@ -41,17 +41,17 @@ async def _complete(ls: MarginLanguageServer, request: CompletionRequest) -> Com
 
 
 async def inline_completion(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.InlineCompletionRequestParams, params, INLINE)
+    request = parse_params(wire_completion.InlineCompletionRequestParams, params, INLINE)
     if request.context.selected_completion_info is not None:
         # The editor's completion menu has an item selected; its own suggestion comes first.
-        return wire.InlineCompletionListModel(items=[]).dump()
+        return wire_completion.InlineCompletionListModel(items=[]).dump()
     outcome = await _complete(ls, request.core())
     if outcome.suggestion is None or outcome.range is None:
-        return wire.InlineCompletionListModel(items=[]).dump()
-    item = wire.InlineCompletionItemModel(insert_text=outcome.suggestion.text)
+        return wire_completion.InlineCompletionListModel(items=[]).dump()
+    item = wire_completion.InlineCompletionItemModel(insert_text=outcome.suggestion.text)
     if outcome.suggestion.replaces:
         item.range = wire.RangeModel.of(outcome.range)
-    return wire.InlineCompletionListModel(items=[item]).dump()
+    return wire_completion.InlineCompletionListModel(items=[item]).dump()
 
 
 def _menu_on(ls: MarginLanguageServer) -> bool:
