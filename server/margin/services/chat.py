@@ -105,6 +105,9 @@ class ChatService:
     app: MarginApp
     threads: ThreadsService
     guard: ThreadGuard = field(default_factory=ThreadGuard)
+    masking: bool = True
+    """old content shown as pointers (False: whole, or dropped with its turn)"""
+    render_pointer: Callable[[int, str], str] = pointers.pointer
 
     # --- what the prompt holds -------------------------------------------------------------
 
@@ -167,7 +170,7 @@ class ChatService:
         except ProviderError as error:
             raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         known.update(zip(missing, counts))
-        shown = pointers.show(history, known.__getitem__)
+        shown = pointers.show(history, known.__getitem__, self.render_pointer)
         legend = profile.pointer_legend(pointers.RECALL_BY_USER)
         missing = list(dict.fromkeys(t for t in [legend, *pointers.texts(shown)] if t not in known))
         if missing:
@@ -177,7 +180,8 @@ class ChatService:
                 raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         framing = await framing_tokens(counter)
 
-        chat = ChatInput(system, optional, history, newest, files, legend=legend, shown=shown)
+        chat = ChatInput(system, optional, history, newest, files, legend=legend, masking=self.masking,
+                         render_pointer=self.render_pointer, shown=shown)
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
