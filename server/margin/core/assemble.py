@@ -34,6 +34,7 @@ from margin.core import pointers
 from margin.core.budget import Item, Plan, Section, plan, safety_margin
 from margin.core.file_block import render_file
 from margin.core.llm import ChatMessage
+from margin.core.summary import Summary
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.vfs import VirtualFile
 
@@ -79,6 +80,8 @@ class ChatInput:
     render_pointer: Callable[[int, str], str] = pointers.pointer
     shown: Sequence[pointers.Shown] | None = None
     """pointers.show(history), when the caller has already made it"""
+    summary: Summary | None = None
+    """the thread's summary (core.summary): the turns it covers are not shown"""
 
 
 class Sent(NamedTuple):
@@ -214,6 +217,11 @@ def assemble_chat(
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
     blocks = {uri: render(ref) for uri, ref in candidates.items()}
     shown = chat.shown if chat.shown is not None else pointers.show(chat.history, count, chat.render_pointer)
+    summary = chat.summary
+    if summary is not None:  # the turns it folds are not shown; their files are sent again if need be
+        shown = [entry for entry in shown if entry.turn > summary.to_turn]
+    summary_items = (Item(f"summary of turns {summary.first_turn}–{summary.to_turn}",
+                          count(summary.shown()) + PER_MESSAGE_OVERHEAD, summary),) if summary else ()
     lines = pointers.mask_lines(current_turn(chat.history)) if chat.masking else [0]
     legend_tokens = count(chat.legend) if chat.masking else 0
     system_tokens = count(chat.system) + PER_MESSAGE_OVERHEAD
@@ -227,7 +235,7 @@ def assemble_chat(
         history = _history_items(shown, resend, latest, lines[0], chat.masking, count)
         if len(lines) > 1:
             rest = system_tokens + legend_tokens + newest + framing_tokens + sum(i.tokens for i in files) \
-                + sum(i.tokens for i in optional) + sum(i.tokens for i in history)
+                + sum(i.tokens for i in optional) + sum(i.tokens for i in history) + sum(i.tokens for i in summary_items)
             room = context_window - reserved_output - safety_margin(context_window, exact)
             line = _line_for(shown, lines, rest - room, count)
             if line != lines[0]:
@@ -238,6 +246,7 @@ def assemble_chat(
             Section("pointers", (Item("legend", legend_tokens),) if shows_pointers else (), required=True),
             Section("history", tuple(history), protect_last=chat.min_exchanges,
                     drop_reason="older than the kept history"),
+            Section("summary", summary_items, drop_reason="the turns after it came first"),
             Section("files", files, drop_reason="lower priority than the files kept"),
             Section("optional system", optional, drop_reason="optional fragment; the rest did not fit"),
             Section("message", (Item("newest message", newest),), required=True),
@@ -258,6 +267,7 @@ def assemble_chat(
     system = "\n\n".join([chat.system] + ([chat.legend] if shown_refs else [])
                           + [text for name, text in chat.optional_system if name in kept_optional])
     messages = [ChatMessage("system", system)]
+    messages.extend(ChatMessage("user", item.payload.shown()) for item in result.section("summary").kept)
     for item in result.section("history").kept:
         messages.extend(ChatMessage(CONTEXT_ROLE if sent.message.kind == FILE_CONTEXT else sent.message.role,
                                     sent.content) for sent in item.payload)

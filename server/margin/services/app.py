@@ -3,10 +3,12 @@ settings, backends, tokenizers, templates, open files, the workspace and thread 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Coroutine, Mapping
 
 from margin.core.prompts import Templates
 from margin.core.settings_state import SettingsState
@@ -18,6 +20,8 @@ from margin.services.completion_routes import RouteMemory
 from margin.services.thread_storage import ThreadStorage, default_database_path
 from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
 from margin.services.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,6 +39,8 @@ class MarginApp:
     tell_user: Callable[[str], None] = lambda message: None
     show_text: Callable[[str], None] = lambda text: None
     """where requests are shown when showRequests is on (the editor's log, stderr)"""
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    """work done after a request has been answered (thread summaries): cancelled at shutdown"""
     _storage: ThreadStorage | None = None
     _templates: Templates | None = None
 
@@ -84,7 +90,25 @@ class MarginApp:
         profiles = [p for p in self.settings.current.profiles.values() if p.enabled]
         self.tokenizers.preload(choose_tokenizer(p.tokenizer, p.model, None) for p in profiles)
 
+    def run_in_background(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `work` after the request that started it has been answered; its failure is logged
+        (never raised to anyone), and shutdown cancels it."""
+        task = asyncio.ensure_future(work)
+        self.background.add(task)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self.background.discard(finished)
+            if not finished.cancelled() and (error := finished.exception()) is not None:
+                log.warning("background work failed name=%s error=%s", name, type(error).__name__)
+
+        task.add_done_callback(done)
+        return task
+
     async def aclose(self) -> None:
+        for task in list(self.background):
+            task.cancel()
+        if self.background:
+            await asyncio.wait(list(self.background))
         await self.backends.aclose()
         await self.tokenizers.aclose()
         if self._storage is not None:

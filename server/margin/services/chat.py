@@ -23,11 +23,13 @@ from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import ContextTooLarge, ProviderError, Usage
 from margin.core.settings import ProfileSettings
 from margin.core.threads import NewMessage, Thread
+from margin.core.summary import latest_summary
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.errors import Busy, RequestError
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.structured import fit_prompt, framing_tokens
+from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,8 @@ class ChatService:
     masking: bool = True
     """old content shown as pointers (False: whole, or dropped with its turn)"""
     render_pointer: Callable[[int, str], str] = pointers.pointer
+    summaries: Summaries | None = None
+    """made in the background after a turn that needs one (None: never)"""
 
     # --- what the prompt holds -------------------------------------------------------------
 
@@ -172,7 +176,9 @@ class ChatService:
         known.update(zip(missing, counts))
         shown = pointers.show(history, known.__getitem__, self.render_pointer)
         legend = profile.pointer_legend(pointers.RECALL_BY_USER)
-        missing = list(dict.fromkeys(t for t in [legend, *pointers.texts(shown)] if t not in known))
+        summary = latest_summary(history) if self.summaries is not None else None
+        more = [legend, *pointers.texts(shown), *([summary.shown()] if summary else [])]
+        missing = list(dict.fromkeys(t for t in more if t not in known))
         if missing:
             try:
                 known.update(zip(missing, await counter.count_texts(missing)))
@@ -181,7 +187,7 @@ class ChatService:
         framing = await framing_tokens(counter)
 
         chat = ChatInput(system, optional, history, newest, files, legend=legend, masking=self.masking,
-                         render_pointer=self.render_pointer, shown=shown)
+                         render_pointer=self.render_pointer, shown=shown, summary=summary)
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
@@ -263,3 +269,5 @@ class ChatService:
             NewMessage("assistant", reply, meta=reply_meta or {}, tokens={counter.name: counts[1]}),
         ]
         await self.threads.save_turn(prepared.thread.id, assembly.new_contexts, turn)
+        if self.summaries is not None:
+            self.summaries.after_turn(prepared)

@@ -9,6 +9,7 @@ from margin.services.chat import ChatService
 from margin.services.completion import CompletionService
 from margin.services.editops import EditOpsService
 from margin.services.selection_edit import SelectionEditService
+from margin.services.summaries import Summaries
 from margin.services.threads import ThreadsService
 
 
@@ -24,5 +25,5 @@ class Services:
     @classmethod
     def over(cls, app: MarginApp) -> Services:
         threads = ThreadsService(app)
-        chat = ChatService(app, threads)
+        chat = ChatService(app, threads, summaries=Summaries(app, threads))
         return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app), CompletionService(app))

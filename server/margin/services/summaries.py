@@ -1,0 +1,132 @@
+"""Thread summaries, made in the background after a turn (core.summary): never on the request
+path. After a chat or edit-ops turn is stored, if the thread's history took more than
+FOLD_TRIGGER of the room it had (or lost turns), the chat profile's model folds the oldest turns
+into the summary, with the `summary_v1` template, and the summary is stored in the thread. The
+next prompts show it in place of those turns. One summary is made per thread at a time; a
+failure leaves the thread as it was (the next turn tries again) and is logged, never shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from margin.core import pointers
+from margin.core.assemble import PER_MESSAGE_OVERHEAD
+from margin.core.llm import ChatMessage, ChatRequest, ProviderError
+from margin.core.summary import Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
+from margin.core.threads import FILE_CONTEXT, Message
+from margin.services.app import MarginApp
+from margin.services.profile import Profile, resolve_profile
+
+if TYPE_CHECKING:
+    from margin.services.chat import Prepared
+    from margin.services.threads import ThreadsService
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "summary_v1"
+PROFILE = "chat"
+
+
+@dataclass
+class Summaries:
+    app: MarginApp
+    threads: ThreadsService
+    enabled: bool = True
+    _running: set[str] = field(default_factory=set)
+
+    def after_turn(self, prepared: Prepared) -> None:
+        """Start a summary of the thread if the turn's prompt shows it is due."""
+        plan = prepared.assembly.plan
+        if not self.enabled or plan.over_budget:
+            return
+        history = plan.section("history")
+        others = sum(s.tokens for s in plan.sections if s.name not in ("history", "summary", "pointers"))
+        room = plan.limit - others - plan.section("pointers").tokens
+        lost = bool(history.dropped_items)
+        if (lost or history.tokens > 0.8 * room) and prepared.thread.id not in self._running:
+            self._running.add(prepared.thread.id)
+            self.app.run_in_background(self._summarise(prepared.thread.id, room), f"summary {prepared.thread.id}")
+
+    async def _summarise(self, thread_id: str, room: int) -> Summary | None:
+        try:
+            return await self.summarise(thread_id, room)
+        finally:
+            self._running.discard(thread_id)
+
+    async def summarise(self, thread_id: str, room: int) -> Summary | None:
+        """Fold what is due into the thread's summary and store it; the new summary, or None."""
+        started = time.perf_counter()
+        try:
+            profile = await resolve_profile(self.app, PROFILE)
+            template = self.app.templates.load(TEMPLATE)
+        except Exception as error:  # a template or backend that cannot be used: try after the next turn
+            log.info("summary skipped thread=%s error=%s", thread_id, type(error).__name__)
+            return None
+        history = await self.threads.timeline(thread_id)
+        counter = profile.counter
+        shown = pointers.show(history, await self._counts(profile, history))
+        line = pointers.first_mask_line(1 + sum(1 for m in history if m.role == "user" and not m.hidden))
+        texts = _as_shown(shown, line)
+        sizes = dict(zip(map(id, shown), await counter.count_texts(texts)))
+        previous = latest_summary(history)
+        fold = plan_fold(shown, previous, room, lambda entry: sizes[id(entry)] + PER_MESSAGE_OVERHEAD)
+        if fold is None:
+            return None
+        bound = summary_tokens(profile.window)
+        system = "\n\n".join(f.text for f in template.required)
+        fold = await self._fitting(fold, profile, system, line, bound)
+        if fold is None:
+            return None
+        messages = [ChatMessage("system", system), ChatMessage("user", request_text(fold, line, bound))]
+        s = profile.settings
+        try:
+            reply = await profile.provider.complete(ChatRequest(messages, bound, s.temperature, s.model))
+        except ProviderError as error:
+            log.info("summary failed thread=%s error=%s", thread_id, error.kind)
+            return None
+        text = reply.content.strip()
+        if not text:
+            log.info("summary empty thread=%s", thread_id)
+            return None
+        first = previous.first_turn if previous else fold.turns[0][0]
+        summary = Summary(text, first, fold.to_turn, fold.upto_id)
+        tokens = (await counter.count_texts([summary.shown()]))[0]
+        await self.app.storage.run(lambda store: store.append(thread_id, [summary.stored({counter.name: tokens})]))
+        log.info("summary stored thread=%s turns=%d-%d tokens=%d ms=%.0f", thread_id, first, fold.to_turn, tokens,
+                 (time.perf_counter() - started) * 1000)
+        return summary
+
+    async def _counts(self, profile: Profile, history: Sequence[Message]):  # type: ignore[no-untyped-def]
+        known = {m.content: m.tokens[profile.counter.name] for m in history if profile.counter.name in m.tokens}
+        missing = list(dict.fromkeys(m.content for m in history if m.content not in known))
+        known.update(zip(missing, await profile.counter.count_texts(missing)))
+        return known.__getitem__
+
+    async def _fitting(self, fold: Fold, profile: Profile, system: str, line: int, bound: int) -> Fold | None:
+        """The fold, with its newest turns left out until its request fits the window."""
+        limit = profile.window - bound - 64
+        while fold.turns:
+            counted = await profile.counter.count_chat([ChatMessage("system", system),
+                                                        ChatMessage("user", request_text(fold, line, bound))])
+            if counted <= limit:
+                return fold
+            fold = Fold(fold.previous, fold.turns[:-1])
+        return None
+
+
+def _as_shown(shown: Sequence[pointers.Shown], line: int) -> list[str]:
+    """Each message as the prompt shows it now: a file's newest snapshot whole and its older
+    ones as pointers; other messages masked up to `line`."""
+    newest = {entry.message.uri: entry for entry in shown if entry.message.kind == FILE_CONTEXT}
+    texts = []
+    for entry in shown:
+        if entry.message.kind == FILE_CONTEXT:
+            part = entry.parts[0]
+            texts.append(part.text if newest[entry.message.uri] is entry else part.pointer or "")
+        else:
+            texts.append("\n\n".join(entry.view(line)[0]))
+    return texts
