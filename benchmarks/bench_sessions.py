@@ -4,7 +4,10 @@ against the loopback fake backend, run three ways side by side:
 
 - pointers: old content shown as `[t42 parser.py]` (core/pointers.py);
 - stubs: the same masking with the seed's 19-token stub text instead of each pointer;
-- no masking: old content whole until plain truncation drops its turn.
+- no masking: old content whole until plain truncation drops its turn (and no summary).
+
+Pointers and stubs get the bounded summary too (core/summary.py): the fake backend writes a
+fixed ~200-token one, and the bench waits for it after each turn.
 
 Printed per way and window: prompt tokens sent over the session, overflows (a prompt counted over
 its limit, or refused), the turns each prompt kept, the share of each prompt that is the same as
@@ -71,6 +74,7 @@ class Turn:
     counted: int
     limit: int
     refused: bool
+    """not sent: over budget, or refused by the backend as too large"""
     kept_turns: int
     pointers: int
     """pointers (or stubs) shown"""
@@ -100,13 +104,18 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
         env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp / f"{name}-{window}.db"),
                "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_DEFAULTS_CONTEXT_WINDOW": str(window),
                "MARGIN_DEFAULTS_MAX_OUTPUT_TOKENS": str(OUTPUT), "MARGIN_COMPLETION_ENABLED": "0"}
+        # Each turn's answer is scripted; what is left unscripted is a summary (the background
+        # work after a turn is waited for before the next turn is scripted).
+        fake.default = reply("Notes: the user moves between the eight modules asking how each uses another; "
+                             "edits mark lines with '# edited in turn N'; pending: nothing. " * 6)
         app = MarginApp.create(make_provider, make_llama_counter, SQLiteThreadStore, env)
         app.workspace.folders = lambda: [WS]
         services = Services.over(app)
         if name == "stubs":
             services.chat.render_pointer = lambda turn, label: SEED_STUB
-        elif name == "no masking":
+        elif name == "no masking":  # plain truncation: no pointers, no summary
             services.chat.masking = False
+            services.chat.summaries = None
         uris = {path: f"{WS}/{path}" for path in texts}
         for path, text in texts.items():
             app.files.open(uris[path], "python", 1, text)
@@ -129,7 +138,7 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
                          "content": content}]})))
                     outcome = await services.editops.propose(Ask(f"mark a line of {active}, turn {n}",
                                                                  Where(uris[active]), wanted))
-                    budget, refused = outcome.budget, not outcome.ops
+                    budget, refused = outcome.budget, outcome.budget is None or bool(outcome.budget.counted > outcome.budget.limit)
                     if outcome.ops:  # accepted: the file now holds the change
                         at = texts[active].index(target)
                         replace_text(app, uris[active], versions, texts, active, at, at + len(target), content)
@@ -142,7 +151,10 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
                     outcome = await services.chat.chat(Ask(f"how does {active} use {other}? (turn {n})",
                                                            Where(uris[active]), wanted))
                     budget, refused = outcome.budget, bool(outcome.not_sent)
-                prompt = flat(fake.requests[-1]["messages"]) if fake.requests else ""
+                while app.background:  # a summary being written
+                    await asyncio.sleep(0.001)
+                prompt = flat(next((r["messages"] for r in reversed(fake.requests)
+                                    if not r["messages"][0]["content"].startswith("You keep the running summary")), []))
                 masked = budget.section("pointers")
                 run.turns.append(Turn(budget.counted, budget.limit, refused, budget.section("history").kept,
                                       max(0, masked.kept - 1), prompt))

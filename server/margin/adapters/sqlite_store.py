@@ -5,6 +5,7 @@ names the file and what to do."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -80,6 +81,7 @@ class SQLiteThreadStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db: aiosqlite.Connection | None = None
+        self._writing = asyncio.Lock()
 
     async def open(self) -> None:
         if self._db is not None:
@@ -143,8 +145,15 @@ class SQLiteThreadStore:
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction: all of it lands, or none of it."""
+        """One write transaction: all of it lands, or none of it. Transactions take turns (one
+        connection: a turn stored while a background summary is stored must wait, not nest)."""
         db = await self._conn()
+        async with self._writing:
+            async with self._begun(db) as begun:
+                yield begun
+
+    @contextlib.asynccontextmanager
+    async def _begun(self, db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
         try:
             await db.execute("BEGIN IMMEDIATE")
             try:
