@@ -180,3 +180,20 @@ async def test_process_killed_mid_write_leaves_a_consistent_database(tmp_path):
     assert all(m.tokens == ({"a": 1, "b": 2} if m.role == "user" else {"a": 3, "b": 4}) for m in stored)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_writes_at_the_same_time_take_turns_and_all_land(tmp_path):
+    """A turn stored while a background summary is stored: each append is its own transaction, on
+    one connection, so they wait for each other instead of nesting (which SQLite refuses)."""
+    store = SQLiteThreadStore(tmp_path / "t.db")
+    await store.open()
+    try:
+        thread = await store.new_thread("file:///ws", "chat")
+        batches = [[NewMessage("user", f"q{i}"), NewMessage("assistant", f"a{i}")] for i in range(20)]
+        await asyncio.gather(*(store.append(thread.id, batch) for batch in batches))
+        contents = [m.content for m in await store.messages(thread.id)]
+        assert sorted(contents) == sorted(m.content for batch in batches for m in batch)
+        for i in range(20):  # each batch landed whole and in order
+            assert contents.index(f"a{i}") == contents.index(f"q{i}") + 1
+    finally:
+        await store.close()
