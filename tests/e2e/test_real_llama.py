@@ -158,7 +158,10 @@ async def test_thirty_turns_past_the_window_without_a_single_overflow(llama_serv
             assert budget["counted"] <= budget["limit"] <= 4096 - 24
             counted.append(budget["counted"])
         history = next(s for s in budget["sections"] if s["name"] == "history")
-        assert history["dropped"], "the conversation never outgrew the window"
+        summary = next(s for s in budget["sections"] if s["name"] == "summary")
+        # The conversation outgrew the window: the last prompt lost turns, or showed the summary
+        # of earlier ones that the server wrote in the background meanwhile.
+        assert history["dropped"] or summary["kept"], "the conversation never outgrew the window"
     print(f"\n30 turns at 4096: prompts of {min(counted)}-{max(counted)} tokens, each equal to the server's count")
 
 

@@ -216,6 +216,8 @@ class ChatService:
         held = [where.thread_id or f"canonical:{self.app.workspace.folder_of(where.text_document)}"]
         self.guard.acquire(held[0])
         try:
+            if self.summaries is not None:
+                await self.summaries.give_way()  # the user's request comes first
             prepared = await self.prepare(ask, await resolve_profile(self.app, profile_name, settings))
             if prepared.thread.id not in held:
                 self.guard.acquire(prepared.thread.id)

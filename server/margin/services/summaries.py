@@ -4,10 +4,16 @@ FOLD_TRIGGER of the room it had (or lost turns), the chat profile's model folds 
 into the summary, with the `summary_v1` template, and the summary is stored in the thread. The
 next prompts show it in place of those turns. One summary is made per thread at a time; a
 failure leaves the thread as it was (the next turn tries again) and is logged, never shown.
+
+The user comes first: a chat or edit-ops request that starts while a summary is being written
+stops it (its streamed HTTP call is closed, so a local server stops generating and frees its
+context for the request) and it is made again after a later turn. A local model serving one
+window to every request could otherwise refuse the user's prompt as too large, or make it wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 
 TEMPLATE = "summary_v1"
 PROFILE = "chat"
+GIVE_WAY_S = 1.0
+"""How long a request waits for the summaries it stopped to close their HTTP calls."""
 
 
 @dataclass
@@ -36,7 +44,15 @@ class Summaries:
     app: MarginApp
     threads: ThreadsService
     enabled: bool = True
-    _running: set[str] = field(default_factory=set)
+    _running: dict[str, asyncio.Task[Summary | None]] = field(default_factory=dict)
+
+    async def give_way(self) -> None:
+        """Stop the summaries being written, for a request that starts now."""
+        running = [task for task in self._running.values() if not task.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=GIVE_WAY_S)
 
     def after_turn(self, prepared: Prepared) -> None:
         """Start a summary of the thread if the turn's prompt shows it is due."""
@@ -47,15 +63,11 @@ class Summaries:
         others = sum(s.tokens for s in plan.sections if s.name not in ("history", "summary", "pointers"))
         room = plan.limit - others - plan.section("pointers").tokens
         lost = bool(history.dropped_items)
-        if (lost or history.tokens > 0.8 * room) and prepared.thread.id not in self._running:
-            self._running.add(prepared.thread.id)
-            self.app.run_in_background(self._summarise(prepared.thread.id, room), f"summary {prepared.thread.id}")
-
-    async def _summarise(self, thread_id: str, room: int) -> Summary | None:
-        try:
-            return await self.summarise(thread_id, room)
-        finally:
-            self._running.discard(thread_id)
+        thread_id = prepared.thread.id
+        if (lost or history.tokens > 0.8 * room) and thread_id not in self._running:
+            task = self.app.run_in_background(self.summarise(thread_id, room), f"summary {thread_id}")
+            self._running[thread_id] = task
+            task.add_done_callback(lambda _: self._running.pop(thread_id, None))
 
     async def summarise(self, thread_id: str, room: int) -> Summary | None:
         """Fold what is due into the thread's summary and store it; the new summary, or None."""
@@ -83,12 +95,14 @@ class Summaries:
             return None
         messages = [ChatMessage("system", system), ChatMessage("user", request_text(fold, line, bound))]
         s = profile.settings
-        try:
-            reply = await profile.provider.complete(ChatRequest(messages, bound, s.temperature, s.model))
+        parts = []
+        try:  # streamed: if a request stops it, the server sees the connection close and stops too
+            async for delta in profile.provider.stream(ChatRequest(messages, bound, s.temperature, s.model)):
+                parts.append(delta.text)
         except ProviderError as error:
             log.info("summary failed thread=%s error=%s", thread_id, error.kind)
             return None
-        text = reply.content.strip()
+        text = "".join(parts).strip()
         if not text:
             log.info("summary empty thread=%s", thread_id)
             return None
