@@ -155,14 +155,13 @@ def show(history: Sequence[Message], count: Callable[[str], int],
             shown.append(Shown(message, turn, (Part(message.content, render(turn, labels[message.id])),)))
         elif message.hidden:
             continue
-        elif message.role == "assistant" and message.id != last_reply:
-            long = count(message.content) > LONG_REPLY_TOKENS
+        elif message.role == "assistant":
+            older = message.id != last_reply  # the latest reply is never masked
+            long = older and count(message.content) > LONG_REPLY_TOKENS
             parts = [Part(message.content, render(turn, REPLY) if long else None)]
             if ops := message.meta.get("ops"):
-                parts.append(Part(ops_block(ops), render(turn, OPS)))
+                parts.append(Part(ops_block(ops), render(turn, OPS) if older else None))
             shown.append(Shown(message, turn, tuple(parts)))
-        elif message.role == "assistant" and (ops := message.meta.get("ops")):
-            shown.append(Shown(message, turn, (Part(message.content), Part(ops_block(ops)))))
         else:
             shown.append(Shown(message, turn, (Part(message.content),)))
     return shown

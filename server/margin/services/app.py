@@ -99,8 +99,7 @@ class MarginApp:
         def done(finished: asyncio.Task[Any]) -> None:
             self.background.discard(finished)
             if not finished.cancelled() and (error := finished.exception()) is not None:
-                log.warning("background work failed name=%s error=%s", name, type(error).__name__,
-                            exc_info=(type(error), error, error.__traceback__))
+                log.warning("background work failed name=%s error=%s", name, type(error).__name__)
 
         task.add_done_callback(done)
         return task

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from margin.core import pointers
-from margin.core.assemble import PER_MESSAGE_OVERHEAD
+from margin.core.assemble import PER_MESSAGE_OVERHEAD, current_turn
 from margin.core.llm import ChatMessage, ChatRequest, ProviderError
-from margin.core.summary import Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
+from margin.core.summary import FOLD_TRIGGER, Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
 from margin.core.threads import FILE_CONTEXT, Message
 from margin.services.app import MarginApp
 from margin.services.profile import Profile, resolve_profile
@@ -64,7 +64,7 @@ class Summaries:
         room = plan.limit - others - plan.section("pointers").tokens
         lost = bool(history.dropped_items)
         thread_id = prepared.thread.id
-        if (lost or history.tokens > 0.8 * room) and thread_id not in self._running:
+        if (lost or history.tokens > FOLD_TRIGGER * room) and thread_id not in self._running:
             task = self.app.run_in_background(self.summarise(thread_id, room), f"summary {thread_id}")
             self._running[thread_id] = task
             task.add_done_callback(lambda _: self._running.pop(thread_id, None))
@@ -81,7 +81,7 @@ class Summaries:
         history = await self.threads.timeline(thread_id)
         counter = profile.counter
         shown = pointers.show(history, await self._counts(profile, history))
-        line = pointers.first_mask_line(1 + sum(1 for m in history if m.role == "user" and not m.hidden))
+        line = pointers.first_mask_line(current_turn(history))
         texts = _as_shown(shown, line)
         sizes = dict(zip(map(id, shown), await counter.count_texts(texts)))
         previous = latest_summary(history)
