@@ -150,7 +150,7 @@ class CodeLines:
     whole."""
 
     def __init__(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int],
-                 ratio: float = 1.0, cuts: LineCuts | None = None) -> None:
+                 ratio: float = 1.0, *, cuts: LineCuts | None = None) -> None:
         self.text = text
         self.units = cuts.pieces(text) if cuts is not None and text else text.splitlines(keepends=True)
         self.exact = cuts is not None
@@ -244,12 +244,12 @@ class RecentCode:
         self._last: dict[str, CodeLines] = {}
 
     def lines(self, text: str, keep: Literal["start", "end"], count: Callable[[str], int],
-              cuts: LineCuts | None = None) -> CodeLines:
+              *, cuts: LineCuts | None = None) -> CodeLines:
         key = (keep, text)
         found = self._entries.get(key)
         if found is None:
             last = self._last.get(keep)
-            found = self._entries[key] = CodeLines(text, keep, count, last.ratio if last else 1.0, cuts)
+            found = self._entries[key] = CodeLines(text, keep, count, last.ratio if last else 1.0, cuts=cuts)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
         else:
@@ -288,7 +288,8 @@ def assemble_completion(
     stepped = (line_tokens // CURSOR_LINE_STEP + 1) * CURSOR_LINE_STEP
     room_to_type = max(0, min(stepped - line_tokens, limit - required))
     lines = recent.lines if recent is not None else CodeLines
-    code_before, code_after = lines(before, "end", count, cuts), lines(after, "start", count, cuts)
+    code_before = lines(before, "end", count, cuts=cuts)
+    code_after = lines(after, "start", count, cuts=cuts)
     room = max(0, limit - required - room_to_type)
     # The most either side can get is what the other leaves: at least its share, or all of it
     # when smaller (its line sum over SURELY_OVER is less than it counts whole).

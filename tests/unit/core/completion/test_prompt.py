@@ -302,3 +302,27 @@ def test_code_lines_with_safe_cuts_keep_the_most_that_fits_with_no_count_of_the_
     if n < len(lines.units):
         assert count(lines.join(n + 1)) > allowance  # the next piece nearer the far end does not fit
     assert max(seen, default=0) <= longest
+
+
+@pytest.mark.parametrize("recent", [False, True], ids=["alone", "with recent code"])
+def test_with_safe_cuts_the_assembly_never_counts_a_side_of_the_cursor_whole(recent):
+    """Given safe cuts, assemble_completion sizes and trims both sides from the pieces' counts,
+    with or without the recent-code cache (each call path once passed the cuts where the ratio
+    goes, and quietly counted whole)."""
+    from margin.core.completion.prompt import RecentCode
+
+    before, after = numbered("a", 300) + "/x = 1\n" * 3, "y = 2\n" + numbered("b", 300)
+    longest = max(len(piece) for piece in O200K.line_cuts.pieces(before + after))
+    seen: list[int] = []
+
+    def counting(text: str) -> int:
+        seen.append(len(text))
+        return count(text)
+
+    result = assemble_completion(CompletionInput("a.py", "python", before + "z = ", after), counting,
+                                 context_window=600, reserved_output=64, tokenizer="tiktoken:o200k_base",
+                                 exact=True, cuts=O200K.line_cuts, recent=RecentCode() if recent else None)
+    assert not result.over_budget and result.prefix and result.suffix
+    assert result.plan.section("prefix").tokens == count(result.lines_before)
+    assert result.plan.section("suffix").tokens == count(result.suffix)
+    assert max(seen) <= longest  # only pieces were counted, never a side whole
