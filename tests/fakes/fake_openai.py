@@ -41,6 +41,8 @@ class Step:
     usage: dict[str, int] | None = None
     lines: list[str] = field(default_factory=list)
     content_type: str = "application/json"
+    calls: list[tuple[str, str, str]] = field(default_factory=list)
+    """tool calls: (id, name, arguments)"""
 
 
 def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None,
@@ -49,6 +51,15 @@ def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | 
     pieces = [content[i : i + chunk_size] for i in range(0, len(content), chunk_size)] or [""]
     return Step("reply", content=content, chunks=pieces, finish_reason=finish_reason,
                 usage=usage, delay_s=delay_s, chunk_delay_s=chunk_delay_s)
+
+
+def tool_calls(*calls: tuple[str, str], content: str = "", ids: list[str] | None = None) -> Step:
+    """A reply that calls tools: `calls` are (name, arguments as JSON text), after `content`.
+    Streamed as OpenAI does: each call's id and name first, then its arguments in pieces."""
+    made = [((ids or [])[i] if ids and i < len(ids) else f"call_{i}", name, arguments)
+            for i, (name, arguments) in enumerate(calls)]
+    pieces = [content[i : i + 4] for i in range(0, len(content), 4)]
+    return Step("reply", content=content, chunks=pieces, finish_reason="tool_calls", calls=made)
 
 
 def stream(chunks: list[str], *, finish_reason: str | None = "stop", chunk_delay_s: float = 0.0,
@@ -254,7 +265,9 @@ class FakeBackend:
                 usage = step.usage or {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
                 self._json(200, {
                     "id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model") or "fake",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content, **({
+                        "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                                       for i, n, a in step.calls]} if step.calls else {})},
                                  "finish_reason": step.finish_reason}],
                     "usage": usage,
                 })
@@ -296,6 +309,13 @@ class FakeBackend:
                     if step.chunk_delay_s:
                         time.sleep(step.chunk_delay_s)
                     self._write_chunk(event({"content": piece}, None))
+                for index, (call_id, name, arguments) in enumerate(step.calls):
+                    self._write_chunk(event({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                                             "function": {"name": name, "arguments": ""}}]}, None))
+                    third = max(1, len(arguments) // 3)
+                    for at in range(0, len(arguments), third):
+                        self._write_chunk(event({"tool_calls": [{"index": index, "function": {
+                            "arguments": arguments[at:at + third]}}]}, None))
                 if step.finish_reason is not None:
                     self._write_chunk(event({}, step.finish_reason))
                     usage = step.usage or {"prompt_tokens": 10, "completion_tokens": len(step.chunks)}

@@ -69,8 +69,11 @@ class LlamaCppCounter(TokenCounter):
             counts[i] = count
         return counts  # type: ignore[return-value]
 
-    async def count_chat(self, messages: Sequence[ChatMessage]) -> int:
-        data = await self._post("/apply-template", {"messages": [m.as_json() for m in messages]})
+    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        body: dict[str, Any] = {"messages": [m.as_json() for m in messages]}
+        if tools:
+            body["tools"] = list(tools)
+        data = await self._post("/apply-template", body)
         prompt = data.get("prompt")
         if not isinstance(prompt, str):
             raise MalformedResponse(f"/apply-template at {self._root} returned no prompt",

@@ -27,6 +27,8 @@ from margin.core.llm import (
     MalformedStream,
     NotSupported,
     ProviderError,
+    ToolCall,
+    ToolCallDelta,
     Usage,
 )
 from margin.adapters.http_errors import error_from_body, transport_error
@@ -54,6 +56,20 @@ def _usage(raw: Any) -> Usage | None:
         prompt if isinstance(prompt, int) else None,
         completion if isinstance(completion, int) else None,
     )
+
+
+def _arguments(raw: Any) -> str:
+    """A call's arguments as JSON text (some servers send an object instead of its text)."""
+    return raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
+
+
+def _call_piece(position: int, piece: Any) -> ToolCallDelta:
+    """One streamed piece of a tool call (`index` missing: its place in the list)."""
+    function = piece.get("function") or {}
+    index = piece.get("index", position)
+    arguments = function.get("arguments")
+    return ToolCallDelta(index if isinstance(index, int) else position, piece.get("id") or None,
+                         function.get("name") or None, "" if arguments is None else _arguments(arguments))
 
 
 RequestObserver = Callable[[str, dict[str, Any]], None]
@@ -103,6 +119,10 @@ class OpenAICompatibleProvider:
             body["temperature"] = request.temperature
         if request.response_format is not None:
             body["response_format"] = request.response_format
+        if request.tools:
+            body["tools"] = list(request.tools)
+            if request.tool_choice is not None:
+                body["tool_choice"] = request.tool_choice
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -183,7 +203,8 @@ class OpenAICompatibleProvider:
                 if response.headers.get("content-type", "").startswith("application/json"):
                     # A backend that ignores `stream` and answers in one piece.
                     reply = self._reply_from_json(await response.aread())
-                    yield ChatDelta(reply.content, reply.finish_reason or "stop", reply.usage)
+                    calls = tuple(ToolCallDelta(i, c.id, c.name, c.arguments) for i, c in enumerate(reply.tool_calls))
+                    yield ChatDelta(reply.content, reply.finish_reason or "stop", reply.usage, calls)
                     return
                 async for delta in self._read_events(response):
                     yield delta
@@ -198,11 +219,15 @@ class OpenAICompatibleProvider:
             content = choice["message"].get("content") or ""
             if not isinstance(content, str):
                 raise TypeError("content is not text")
+            calls = tuple(ToolCall(str(c.get("id") or f"call_{i}"), str(c["function"]["name"]),
+                                   _arguments(c["function"].get("arguments")))
+                          for i, c in enumerate(choice["message"].get("tool_calls") or ()))
             return ChatReply(
                 content=content,
                 finish_reason=choice.get("finish_reason"),
                 usage=_usage(data.get("usage")) or Usage(),
                 model=data.get("model"),
+                tool_calls=calls,
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise self._malformed("a body that is not valid JSON of the expected shape") from None
@@ -226,19 +251,21 @@ class OpenAICompatibleProvider:
                 raise error_from_body(
                     status if isinstance(status, int) else 500, chunk, self.base_url
                 )
-            text, finish_reason = "", None
+            text, finish_reason, calls = "", None, ()
             choices = chunk.get("choices") or []
             if choices:
                 try:
                     choice = choices[0]
-                    text = (choice.get("delta") or {}).get("content") or ""
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content") or ""
                     finish_reason = choice.get("finish_reason")
-                except AttributeError:
+                    calls = tuple(_call_piece(i, piece) for i, piece in enumerate(delta.get("tool_calls") or ()))
+                except (AttributeError, KeyError, TypeError, ValueError):
                     raise self._malformed("a stream chunk of the wrong shape", MalformedStream) from None
             usage = _usage(chunk.get("usage"))
             finished = finished or finish_reason is not None
-            if text or finish_reason or usage:
-                yield ChatDelta(text, finish_reason, usage)
+            if text or finish_reason or usage or calls:
+                yield ChatDelta(text, finish_reason, usage, calls)
         if not finished:
             raise MalformedStream(
                 f"The stream from {self.base_url} ended before the reply was complete. Nothing "
@@ -292,12 +319,15 @@ class OpenAICompatibleProvider:
         window: int | None = None
         source: str | None = None
         error_text: str | None = None
+        tools: bool | None = None
         if isinstance(props, httpx.Response) and props.status_code == 200:
             try:
                 data = props.json()
                 n_ctx = (data.get("default_generation_settings") or {}).get("n_ctx", data.get("n_ctx"))
                 if isinstance(n_ctx, int) and n_ctx > 0:
                     kind, window, source = "llama.cpp", n_ctx, "llama.cpp /props n_ctx"
+                supports = (data.get("chat_template_caps") or {}).get("supports_tools")
+                tools = supports if isinstance(supports, bool) else None
             except (ValueError, AttributeError):
                 pass
         entries: list[dict[str, Any]] = []
@@ -322,5 +352,5 @@ class OpenAICompatibleProvider:
             self.base_url, reachable=True, kind=kind or "openai-compatible", context_window=window,
             context_window_source=source, models=tuple(str(e["id"]) for e in entries if e.get("id")),
             error=busy if timed_out is not None else error_text, timed_out=timed_out is not None,
-            model_windows=per_model,
+            model_windows=per_model, tools=tools,
         )

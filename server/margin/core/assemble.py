@@ -28,7 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from margin.core import pointers
 from margin.core.budget import Item, Plan, Section, plan, safety_margin
@@ -82,6 +82,10 @@ class ChatInput:
     """pointers.show(history), when the caller has already made it"""
     summary: Summary | None = None
     """the thread's summary (core.summary): the turns it covers are not shown"""
+    tools: Sequence[dict[str, Any]] = ()
+    """tools offered with the legend (the `recall` tool), and `tools_tokens`, what their
+    definitions cost"""
+    tools_tokens: int = 0
 
 
 class Sent(NamedTuple):
@@ -106,6 +110,8 @@ class ChatAssembly:
     """URIs sent anew (dropped, changed or never sent before)"""
     pointers: list[str] = field(default_factory=list)
     """the pointers the prompt shows, oldest first"""
+    tools: Sequence[dict[str, Any]] = ()
+    """the tools the request offers: the input's, when a pointer is shown"""
 
     @property
     def over_budget(self) -> str | None:
@@ -234,7 +240,7 @@ def assemble_chat(
         newest = count(chat.newest) + PER_MESSAGE_OVERHEAD
         history = _history_items(shown, resend, latest, lines[0], chat.masking, count)
         if len(lines) > 1:
-            rest = system_tokens + legend_tokens + newest + framing_tokens + sum(i.tokens for i in files) \
+            rest = system_tokens + legend_tokens + chat.tools_tokens + newest + framing_tokens + sum(i.tokens for i in files) \
                 + sum(i.tokens for i in optional) + sum(i.tokens for i in history) + sum(i.tokens for i in summary_items)
             room = context_window - reserved_output - safety_margin(context_window, exact)
             line = _line_for(shown, lines, rest - room, count)
@@ -243,7 +249,8 @@ def assemble_chat(
         shows_pointers = any(sent.pointers for item in history for sent in item.payload)
         sections = [
             Section("system", (Item("system prompt", system_tokens),), required=True, is_system=True),
-            Section("pointers", (Item("legend", legend_tokens),) if shows_pointers else (), required=True),
+            Section("pointers", ((Item("legend", legend_tokens),) + ((Item("recall tool", chat.tools_tokens),)
+                                 if chat.tools else ())) if shows_pointers else (), required=True),
             Section("history", tuple(history), protect_last=chat.min_exchanges,
                     drop_reason="older than the kept history"),
             Section("summary", summary_items, drop_reason="the turns after it came first"),
@@ -284,7 +291,7 @@ def assemble_chat(
     superseded += [latest[ref.file.uri].id for ref in sent_files if ref.file.uri in latest]
     retained = [uri for uri in candidates if uri in kept_contexts]
     return ChatAssembly(merge_roles(messages), result, new_contexts, sorted(superseded), retained,
-                        [ref.file.uri for ref in sent_files], shown_refs)
+                        [ref.file.uri for ref in sent_files], shown_refs, chat.tools if shown_refs else ())
 
 
 def _pointer_report(result: Plan, count: Callable[[str], int]) -> list[str]:

@@ -25,12 +25,34 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model asked for: its id (answered by a `tool` message with that id), the
+    function's name and its arguments as the model wrote them (JSON text, not yet checked)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    """an assistant message's calls"""
+    tool_call_id: str | None = None
+    """a `tool` message: the call it answers"""
 
-    def as_json(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def as_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            body["tool_calls"] = [call.as_json() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            body["tool_call_id"] = self.tool_call_id
+        return body
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,10 @@ class ChatRequest:
     model: str | None = None
     response_format: dict[str, Any] | None = None
     """OpenAI `response_format`, e.g. {"type": "json_schema", "json_schema": {...}}."""
+    tools: Sequence[dict[str, Any]] = ()
+    """OpenAI `tools` (function definitions) the model may call"""
+    tool_choice: Literal["auto", "none"] | None = None
+    """with `tools`: "none" shows them but lets the model only answer"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +81,7 @@ class ChatReply:
     finish_reason: str | None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +92,38 @@ class ChatDelta:
     text: str = ""
     finish_reason: str | None = None
     usage: Usage | None = None
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    """pieces of tool calls: joined by `index` (core.llm.ToolCalls)"""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a streamed tool call: the first piece of a call has its id and name, the
+    arguments come in fragments."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class ToolCalls:
+    """The tool calls of a streamed reply, joined from their pieces."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, list[str]] = {}
+
+    def add(self, pieces: Sequence[ToolCallDelta]) -> None:
+        for piece in pieces:
+            call = self._calls.setdefault(piece.index, ["", "", ""])
+            call[0] = piece.id or call[0]
+            call[1] = piece.name or call[1]
+            call[2] += piece.arguments
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The calls in order; one with no id gets one (`call_<index>`), as some servers omit it."""
+        return tuple(ToolCall(call[0] or f"call_{index}", call[1], call[2])
+                     for index, call in sorted(self._calls.items()))
 
 
 BackendKind = Literal["llama.cpp", "vllm", "openai-compatible"]
@@ -88,6 +147,9 @@ class BackendInfo:
     error: str | None = None
     timed_out: bool = False
     model_windows: tuple[tuple[str, int], ...] = ()
+    tools: bool | None = None
+    """whether the backend takes tool calls: llama.cpp says so for its chat template
+    (`chat_template_caps.supports_tools`); None where the backend does not say"""
 
     def window_for(self, model: str | None) -> tuple[int | None, str | None]:
         """The window the backend reports for `model`, and where it says so: the model's own

@@ -219,3 +219,14 @@ def resolve(history: Sequence[Message], text: str) -> Recalled | None:
                 return Recalled(part.pointer, message, part.text,
                                 message.fingerprint if message.kind == FILE_CONTEXT else None, message.uri)
     return None
+
+
+def changed_since(found: Recalled, history: Sequence[Message],
+                  open_fingerprint: Callable[[str], str | None]) -> bool | None:
+    """For a file: whether it has changed since the recalled snapshot (against the open file, else
+    the newest stored snapshot); None for anything else."""
+    if found.message.kind != FILE_CONTEXT or not found.uri:
+        return None
+    newest = open_fingerprint(found.uri) or next(
+        m.fingerprint for m in reversed(history) if m.kind == FILE_CONTEXT and m.uri == found.uri)
+    return newest != found.fingerprint

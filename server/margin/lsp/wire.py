@@ -140,6 +140,16 @@ class UsageModel(_Wire):
 
 
 
+class RecallMadeModel(_Wire):
+    """A call of the recall tool in a chat turn."""
+
+    pointer: str | None
+    status: str
+    """recalled, changed since, not found, not a pointer, over budget, over the limit"""
+    tokens: int
+    fingerprint: str | None = None
+
+
 class ChatResult(_Wire):
     thread_id: str
     reply: str
@@ -147,6 +157,8 @@ class ChatResult(_Wire):
     budget: BudgetModel
     message: str | None = None
     """why nothing was sent (over budget, or refused upstream as too large)"""
+    recalls: list[RecallMadeModel] | None = None
+    """the recall tool's calls, when the model made any"""
 
 
 class ExplainResult(_Wire):
@@ -154,6 +166,9 @@ class ExplainResult(_Wire):
     budget: BudgetModel
     messages: list[MessageModel]
     message: str | None = None
+    tools: list[str] | None = None
+    """the tools the request would offer (`recall`, when a pointer is shown and the backend
+    takes tools)"""
 
     @staticmethod
     def messages_of(messages: Sequence[ChatMessage]) -> list[MessageModel]:

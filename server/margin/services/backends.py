@@ -49,6 +49,8 @@ class Backends:
         self._probes: dict[tuple[str, str | None], tuple[float, asyncio.Task[BackendInfo]]] = {}
         """(base URL, API key) → (when the probe started, the probe)"""
         self._retired: list[LLMProvider] = []
+        self._no_tools: set[tuple[str, str | None]] = set()
+        """(base URL, model) that refused a request with tools"""
         self.show_request: Callable[[str, str, dict[str, Any]], None] | None = None
         """(profile, url, body) of every model request, for a user who asked to see them"""
 
@@ -101,6 +103,18 @@ class Backends:
             (time.perf_counter() - started) * 1000,
         )
         return info
+
+    def takes_tools(self, profile: ProfileSettings, info: BackendInfo | None) -> bool:
+        """Whether requests to the profile's backend may offer tools: not when its probe says it
+        cannot (llama.cpp without a tool-capable chat template), nor once it refused them."""
+        if (profile.base_url.rstrip("/"), profile.model) in self._no_tools:
+            return False
+        return info is None or info.tools is not False
+
+    def refused_tools(self, profile: ProfileSettings) -> None:
+        """The backend refused a request for offering tools: never offer them to it again."""
+        self._no_tools.add((profile.base_url.rstrip("/"), profile.model))
+        log.info("backend refused tools base_url=%s", profile.base_url)
 
     @staticmethod
     def context_window(profile: ProfileSettings, info: BackendInfo | None) -> tuple[int, str]:

@@ -17,18 +17,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from margin.core import pointers
+from margin.core import pointers, recall_tool
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
-from margin.core.llm import ContextTooLarge, ProviderError, Usage
+from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage
 from margin.core.settings import ProfileSettings
-from margin.core.threads import NewMessage, Thread
+from margin.core.threads import Message, NewMessage, Thread
 from margin.core.summary import latest_summary
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.errors import Busy, RequestError
 from margin.services.profile import Profile, resolve_profile, snapshot
-from margin.services.structured import fit_prompt, framing_tokens
+from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
+from margin.services.structured import fit_prompt, framing_tokens, tools_tokens
 from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
 
@@ -57,6 +58,8 @@ class ChatOutcome:
     budget: BudgetReport
     over_budget: str | None = None
     upstream_error: str | None = None
+    recalls: list[dict[str, Any]] = field(default_factory=list)
+    """the recall tool's calls in this turn: pointer, status, tokens"""
 
     @property
     def not_sent(self) -> str | None:
@@ -75,6 +78,9 @@ class Prepared:
     """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
     files: Sequence[FileRef] = ()
     """the files the prompt could include (snapshots, at the moment it was assembled)"""
+    history: Sequence[Message] = ()
+    """the thread as it was when the prompt was assembled"""
+    ask: Ask | None = None
 
     def seen_files(self) -> list[FileRef]:
         """The files whose content is in the prompt: retained or sent anew."""
@@ -112,6 +118,8 @@ class ChatService:
     render_pointer: Callable[[int, str], str] = pointers.pointer
     summaries: Summaries | None = None
     """made in the background after a turn that needs one (None: never)"""
+    recall_tool: bool = True
+    """chat offers the `recall` tool when a pointer is shown and the backend takes tools"""
 
     # --- what the prompt holds -------------------------------------------------------------
 
@@ -154,10 +162,11 @@ class ChatService:
 
     async def explain(self, ask: Ask, profile_name: str = PROFILE) -> Prepared:
         """What would be sent with `profile_name`, without calling a model."""
-        return await self.prepare(ask, await resolve_profile(self.app, profile_name))
+        return await self.prepare(ask, await resolve_profile(self.app, profile_name), tools=profile_name == PROFILE)
 
-    async def prepare(self, ask: Ask, profile: Profile) -> Prepared:
-        """Everything up to the model call: thread, counts, the assembled prompt."""
+    async def prepare(self, ask: Ask, profile: Profile, *, tools: bool = False) -> Prepared:
+        """Everything up to the model call: thread, counts, the assembled prompt. `tools`: the
+        request may offer the `recall` tool (chat), where the backend takes tools."""
         counter = profile.counter
         tokenizer = counter.name
         thread = await self.threads.thread_for(ask.where)
@@ -175,7 +184,8 @@ class ChatService:
             raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         known.update(zip(missing, counts))
         shown = pointers.show(history, known.__getitem__, self.render_pointer)
-        legend = profile.pointer_legend(pointers.RECALL_BY_USER)
+        offered = recall_tool.TOOLS if tools and self.recall_tool and profile.tools else ()
+        legend = profile.pointer_legend(pointers.RECALL_BY_TOOL if offered else pointers.RECALL_BY_USER)
         summary = latest_summary(history) if self.summaries is not None else None
         more = [legend, *pointers.texts(shown), *([summary.shown()] if summary else [])]
         missing = list(dict.fromkeys(t for t in more if t not in known))
@@ -187,7 +197,8 @@ class ChatService:
         framing = await framing_tokens(counter)
 
         chat = ChatInput(system, optional, history, newest, files, legend=legend, masking=self.masking,
-                         render_pointer=self.render_pointer, shown=shown, summary=summary)
+                         render_pointer=self.render_pointer, shown=shown, summary=summary, tools=offered,
+                         tools_tokens=await tools_tokens(counter, offered))
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
@@ -198,17 +209,22 @@ class ChatService:
             raise RequestError(str(error)) from None
         except ProviderError as error:
             raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
-        return Prepared(profile, thread, assembly, newest, ask.message, counted, files)
+        return Prepared(profile, thread, assembly, newest, ask.message, counted, files, history, ask)
 
     async def chat(self, ask: Ask, on_delta: OnDelta = lambda text: None) -> ChatOutcome:
         settings = snapshot(self.app, PROFILE)
         if not settings.enabled:
             raise RequestError(f"The {PROFILE} profile is disabled (set {PROFILE}.enabled to true).")
-        async with self.turn(ask, PROFILE, settings) as prepared:
-            return await self._run(prepared, on_delta)
+        async with self.turn(ask, PROFILE, settings, tools=True) as prepared:
+            try:
+                return await self._run(prepared, on_delta)
+            except ToolsRefused:  # remembered: prepared again without the tool, and sent once more
+                prepared = await self.prepare(ask, await resolve_profile(self.app, PROFILE, settings), tools=True)
+                return await self._run(prepared, on_delta)
 
     @contextlib.asynccontextmanager
-    async def turn(self, ask: Ask, profile_name: str, settings: ProfileSettings) -> AsyncIterator[Prepared]:
+    async def turn(self, ask: Ask, profile_name: str, settings: ProfileSettings,
+                   tools: bool = False) -> AsyncIterator[Prepared]:
         """A prepared prompt, with its thread held against other chat and edit-ops requests
         until the block ends. The thread is known only once it is looked up: its name (or its
         workspace's canonical slot) is held from the start, the thread as soon as it is known."""
@@ -218,7 +234,7 @@ class ChatService:
         try:
             if self.summaries is not None:
                 await self.summaries.give_way()  # the user's request comes first
-            prepared = await self.prepare(ask, await resolve_profile(self.app, profile_name, settings))
+            prepared = await self.prepare(ask, await resolve_profile(self.app, profile_name, settings), tools=tools)
             if prepared.thread.id not in held:
                 self.guard.acquire(prepared.thread.id)
                 held.append(prepared.thread.id)
@@ -235,31 +251,46 @@ class ChatService:
                        "with a larger context window.")
             return ChatOutcome(thread.id, "", Usage(), budget, over_budget=message)
         started = time.perf_counter()
-        parts: list[str] = []
-        usage = Usage()
-        finish = None
+        messages, tools, counted = list(assembly.messages), assembly.tools, prepared.counted
+        recalls, parts = Recalls(), []
+        usage, finish, closing, completion = Usage(), None, not tools, 0
         try:
-            async for delta in profile.provider.stream(profile.request(assembly.messages)):
-                if delta.text:
-                    parts.append(delta.text)
-                    result = on_delta(delta.text)
-                    if asyncio.iscoroutine(result):
-                        await result
-                finish = delta.finish_reason or finish
-                usage = delta.usage or usage
+            while True:  # one request, and one more after each answered round of recall calls
+                done = await stream_round(profile, messages, tools, closing or recalls.full, on_delta)
+                parts.append(done.text)
+                usage, finish = done.usage, done.finish or finish
+                completion += done.usage.completion_tokens or 0
+                if not done.calls or closing or recalls.full:
+                    break
+                answered = await answer_calls(done.calls, done.text, messages, prepared.history,
+                                              self.threads.open_fingerprint, profile.counter, tools,
+                                              assembly.plan.limit, recalls)
+                if answered is None:
+                    closing = True  # not even short answers fit: the model answers with what it has
+                else:
+                    messages, counted = answered
         except ContextTooLarge as error:
             log.warning("chat refused upstream as too large thread=%s prompt_tokens=%s n_ctx=%s",
                         thread.id, error.prompt_tokens, error.context_window)
             return ChatOutcome(thread.id, "", Usage(), budget, upstream_error=str(error))
+        except BackendHTTPError as error:
+            if tools and not recalls.answers and not "".join(parts) and refuses_tools(error):
+                log.info("chat tools refused thread=%s status=%d", thread.id, error.status)
+                self.app.backends.refused_tools(profile.settings)
+                raise ToolsRefused() from None
+            log.warning("chat failed thread=%s error=%s", thread.id, error.kind)
+            raise RequestError(str(error)) from None
         except ProviderError as error:
             log.warning("chat failed thread=%s error=%s", thread.id, error.kind)
             raise RequestError(str(error)) from None
         reply = "".join(parts)
-        await self.store_turn(prepared, reply)
-        log.info("chat done thread=%s sent_tokens=%d prompt_tokens=%s chars_out=%d finish=%s ms=%.0f",
-                 thread.id, assembly.plan.total, usage.prompt_tokens, len(reply), finish,
+        usage = Usage(usage.prompt_tokens, completion or usage.completion_tokens)
+        made = recalls.made()
+        await self.store_turn(prepared, reply, {"recalls": made} if made else None)
+        log.info("chat done thread=%s sent_tokens=%d prompt_tokens=%s chars_out=%d finish=%s recalls=%d ms=%.0f",
+                 thread.id, assembly.plan.total, usage.prompt_tokens, len(reply), finish, len(made),
                  (time.perf_counter() - started) * 1000)
-        return ChatOutcome(thread.id, reply, usage, budget)
+        return ChatOutcome(thread.id, reply, usage, recalls.report(budget, counted), recalls=made)
 
     async def store_turn(self, prepared: Prepared, reply: str, reply_meta: dict[str, Any] | None = None) -> None:
         """Store the user's message, the newly sent file contexts and the reply, together."""

@@ -7,7 +7,7 @@ another. The next request sees the new settings."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from margin.core import pointers
 from margin.core.llm import ChatMessage, ChatRequest, LLMProvider
@@ -27,6 +27,9 @@ class Profile:
     window: int
     counter: TokenCounter
     provider: LLMProvider
+    tools: bool = False
+    """the backend is thought to take tool calls: it says so, or does not say and has not refused
+    them (Backends.takes_tools)"""
 
     @property
     def max_output_tokens(self) -> int:
@@ -47,10 +50,12 @@ class Profile:
         `recall`: how to see their content again."""
         return f"{self.template.pointer_legend or pointers.LEGEND} {recall}"
 
-    def request(self, messages: Sequence[ChatMessage], response_format: dict[str, Any] | None = None) -> ChatRequest:
+    def request(self, messages: Sequence[ChatMessage], response_format: dict[str, Any] | None = None,
+                tools: Sequence[dict[str, Any]] = (), tool_choice: Literal["auto", "none"] | None = None) -> ChatRequest:
         """A request to this profile's model, with this profile's limits."""
         s = self.settings
-        return ChatRequest(messages, s.max_output_tokens, s.temperature, s.model, response_format)
+        return ChatRequest(messages, s.max_output_tokens, s.temperature, s.model, response_format, tools,
+                           tool_choice if tools else None)
 
 
 def snapshot(app: MarginApp, name: str) -> ProfileSettings:
@@ -70,4 +75,5 @@ async def resolve_profile(app: MarginApp, name: str, settings: ProfileSettings |
     window, _ = app.backends.context_window(settings, info)
     choice = choose_tokenizer(settings.tokenizer, settings.model, info.kind)
     counter = await app.tokenizers.counter(choice, settings.base_url, settings.timeout_s)
-    return Profile(name, settings, template, window, counter, app.backends.provider(name, settings))
+    return Profile(name, settings, template, window, counter, app.backends.provider(name, settings),
+                   app.backends.takes_tools(settings, info))

@@ -11,15 +11,16 @@ that does not follow the schema — is one `AnswerFailed` whose message says wha
 from __future__ import annotations
 
 import functools
+import json
 import logging
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel
 
 from margin.core.budget import Plan
 from margin.core.editops import ReplyRejected, parse_answer
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError
-from margin.core.tokens.counter import LocalCounter, TokenCounter
+from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter
 from margin.services.errors import RequestError
 from margin.services.profile import Profile
 
@@ -41,6 +42,18 @@ async def framing_tokens(counter: TokenCounter) -> int:
     """The fixed cost of a prompt's framing (reply priming, begin-of-text) for an in-process
     tokenizer; a server's tokenizer counts the whole prompt instead (0 here)."""
     return await counter.count_chat([]) if isinstance(counter, LocalCounter) else 0
+
+
+async def tools_tokens(counter: TokenCounter, tools: Sequence[dict[str, Any]]) -> int:
+    """What offering `tools` adds to a prompt: counted by an in-process tokenizer's rules, or by
+    a server's tokenizer as their JSON with the allowance for markers (the whole prompt is then
+    counted exactly, tools included, and cut further if this fell short)."""
+    if not tools:
+        return 0
+    if isinstance(counter, LocalCounter):
+        return counter.count_chat_now([], tools) - counter.count_chat_now([])
+    text = json.dumps(list(tools), separators=(",", ":"))
+    return (await counter.count_texts([text]))[0] + TOOLS_OVERHEAD
 
 
 async def sync_count(counter: TokenCounter, texts: Sequence[str], code: Sequence[str]) -> Callable[[str], int]:
@@ -70,7 +83,8 @@ async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window
         assembly = assemble(room)
         if room == window:
             limit = assembly.plan.limit
-        counted = await counter.count_chat(assembly.messages) if assembly.messages else 0
+        tools = getattr(assembly, "tools", ())  # a chat prompt may offer tools: they count too
+        counted = await counter.count_chat(assembly.messages, tools) if assembly.messages else 0
         if counted <= limit:
             break
         # The plan must hold `counted - limit` fewer tokens than it does now.

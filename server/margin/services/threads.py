@@ -93,14 +93,13 @@ class ThreadsService:
         found = pointers.resolve(timeline, pointer)
         if found is None:
             raise NotFound(f"Nothing in this thread is {pointer.strip()}: check the turn number and the name.")
-        file_id, changed = None, None
-        if found.message.kind == FILE_CONTEXT and found.uri:
-            file_id = found.message.meta.get("file_id")
-            open_file = self.app.files.get(found.uri)
-            newest = open_file.fingerprint if open_file is not None else next(
-                m.fingerprint for m in reversed(timeline) if m.kind == FILE_CONTEXT and m.uri == found.uri)
-            changed = newest != found.fingerprint
-        return RecallOutcome(thread, found, file_id, changed)
+        file_id = found.message.meta.get("file_id") if found.message.kind == FILE_CONTEXT else None
+        return RecallOutcome(thread, found, file_id, pointers.changed_since(found, timeline, self.open_fingerprint))
+
+    def open_fingerprint(self, uri: str) -> str | None:
+        """The open file's fingerprint, None when it is not open."""
+        found = self.app.files.get(uri)
+        return found.fingerprint if found is not None else None
 
     async def list(self, workspace: str | None = None) -> ThreadList:
         """The threads of `workspace` (every workspace's when None)."""

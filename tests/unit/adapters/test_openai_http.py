@@ -400,3 +400,62 @@ async def test_post_json_reaches_other_endpoints_and_tells_unsupported_from_fail
             await provider.post_json("/fim/completions", {"prompt": "x"})
     finally:
         await provider.aclose()
+
+
+# --- tool calls -------------------------------------------------------------------------------
+
+TOOL = {"type": "function", "function": {"name": "recall", "parameters": {"type": "object", "properties": {}}}}
+
+
+async def test_streamed_tool_calls_are_joined_from_their_pieces(fake, provider):
+    from margin.core.llm import ToolCall, ToolCalls
+    from tests.fakes.fake_openai import tool_calls
+
+    fake.script(tool_calls(("recall", '{"pointer": "[t1 a.py]"}'), ("recall", '{"pointer": "[t2 ops]"}'),
+                           content="Looking.", ids=["abc", "def"]))
+    request = ChatRequest([ChatMessage("user", "hi")], 32, 0.0, tools=(TOOL,), tool_choice="auto")
+    deltas = await collect(provider, request)
+    calls = ToolCalls()
+    for delta in deltas:
+        calls.add(delta.tool_calls)
+    assert calls.calls() == (ToolCall("abc", "recall", '{"pointer": "[t1 a.py]"}'),
+                             ToolCall("def", "recall", '{"pointer": "[t2 ops]"}'))
+    assert "".join(d.text for d in deltas) == "Looking." and [d.finish_reason for d in deltas if d.finish_reason] == ["tool_calls"]
+    assert fake.requests[0]["tools"] == [TOOL] and fake.requests[0]["tool_choice"] == "auto"
+
+
+async def test_tool_calls_and_answers_are_sent_in_openai_shape(fake, provider):
+    from margin.core.llm import ToolCall
+
+    call = ToolCall("c1", "recall", '{"pointer": "[t1 a.py]"}')
+    messages = [ChatMessage("user", "hi"), ChatMessage("assistant", "", (call,)),
+                ChatMessage("tool", "the content", tool_call_id="c1")]
+    await provider.complete(ChatRequest(messages, 32, 0.0, tools=(TOOL,), tool_choice="none"))
+    sent = fake.requests[0]
+    assert sent["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "recall", "arguments": '{"pointer": "[t1 a.py]"}'}}]}
+    assert sent["messages"][2] == {"role": "tool", "content": "the content", "tool_call_id": "c1"}
+    assert sent["tool_choice"] == "none"
+
+
+async def test_a_whole_reply_with_tool_calls_given_as_objects_or_without_ids(fake, provider):
+    from margin.core.llm import ToolCall
+
+    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "recall", "arguments": {"pointer": "[t1 a.py]"}}}]}}]}
+    fake.script(raw(json.dumps(body)))
+    answer = await provider.complete(REQUEST)
+    assert answer.tool_calls == (ToolCall("call_0", "recall", '{"pointer": "[t1 a.py]"}'),)
+
+
+async def test_streamed_pieces_without_an_index_take_their_place(fake, provider):
+    from margin.core.llm import ToolCalls
+
+    piece = {"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "x", "function": {"name": "recall",
+                                                                                     "arguments": "{}"}}]},
+                          "finish_reason": "tool_calls"}]}
+    fake.script(sse_lines([json.dumps(piece), "[DONE]"]))
+    calls = ToolCalls()
+    for delta in await collect(provider):
+        calls.add(delta.tool_calls)
+    assert [(c.id, c.name, c.arguments) for c in calls.calls()] == [("x", "recall", "{}")]

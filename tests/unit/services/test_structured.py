@@ -29,7 +29,7 @@ class FramingCounter(TokenCounter):
     async def count_texts(self, texts):
         return [len(t.split()) for t in texts]
 
-    async def count_chat(self, messages):
+    async def count_chat(self, messages, tools=()):
         return sum(len(m.content.split()) for m in messages) + self.framing
 
 
@@ -55,7 +55,7 @@ async def test_framing_the_estimate_missed_is_taken_out_of_the_history():
 class StubbornCounter(FramingCounter):
     """Counts every prompt as just over the limit, however much is taken out."""
 
-    async def count_chat(self, messages):
+    async def count_chat(self, messages, tools=()):
         return 501
 
 

@@ -15,7 +15,8 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Callable, Sequence
+import json
+from typing import Any, Callable, Sequence
 
 from margin.core.llm import ChatMessage
 from margin.core.tokens.cuts import LineCuts
@@ -32,8 +33,9 @@ class TokenCounter(ABC):
         """Tokens in each text, counted on its own."""
 
     @abstractmethod
-    async def count_chat(self, messages: Sequence[ChatMessage]) -> int:
-        """Tokens in the whole prompt `messages` make, framing and reply priming included."""
+    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        """Tokens in the whole prompt `messages` (and the definitions of `tools`) make, framing
+        and reply priming included."""
 
 
 class CountCache:
@@ -75,6 +77,9 @@ class CountCache:
 
 class ChatFraming(ABC):
     """How a model family wraps messages into one prompt, in tokens."""
+
+    json_tool_results = False
+    """tool answers are sent as JSON strings (escaped), not as they are"""
 
     @abstractmethod
     def count(self, messages: Sequence[ChatMessage], count_text: Callable[[str], int]) -> int: ...
@@ -123,11 +128,41 @@ class LocalCounter(TokenCounter):
     async def count_texts(self, texts: Sequence[str]) -> list[int]:
         return [self.count(text) for text in texts]
 
-    def count_chat_now(self, messages: Sequence[ChatMessage]) -> int:
-        return self.framing.count(messages, self.count)
+    def count_chat_now(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        if not tools and not any(m.tool_calls or m.role == "tool" for m in messages):
+            return self.framing.count(messages, self.count)
+        return tool_prompt_tokens(messages, tools, self.framing, self.count)
 
-    async def count_chat(self, messages: Sequence[ChatMessage]) -> int:
-        return self.count_chat_now(messages)
+    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        return self.count_chat_now(messages, tools)
+
+
+TOOLS_OVERHEAD = 32
+"""Tokens, beyond their JSON, that tool definitions are allowed: the templates' wrapping text
+(OpenAI's `namespace functions`, Tekken's [AVAILABLE_TOOLS] ... [/AVAILABLE_TOOLS])"""
+TOOL_CALL_OVERHEAD = 16
+"""Tokens, beyond its name and arguments, one call is allowed: its id and markers"""
+TOOL_RESULT_OVERHEAD = 16
+"""Tokens, beyond its content, a tool's answer is allowed: the call's id and markers"""
+
+
+def tool_prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]],
+                       framing: ChatFraming, count: Callable[[str], int]) -> int:
+    """A prompt with tools and tool calls, for an in-process tokenizer: the framing of its
+    plain messages counted as ever, and on top the tools' definitions as compact JSON, each
+    call's name and arguments and each tool answer, with generous allowances for their markers
+    (never fewer than the templates use: tests/unit/core/tokens/test_tool_counts.py)."""
+    plain = [ChatMessage(m.role, m.content) for m in messages if m.role != "tool"]
+    total = framing.count(plain, count)
+    if tools:
+        total += count(json.dumps(list(tools), separators=(",", ":"))) + TOOLS_OVERHEAD
+    for message in messages:
+        for call in message.tool_calls:
+            total += count(call.name) + count(call.arguments) + count(call.id) + TOOL_CALL_OVERHEAD
+        if message.role == "tool":
+            content = json.dumps(message.content, ensure_ascii=False) if framing.json_tool_results else message.content
+            total += count(content) + count(message.tool_call_id or "") + TOOL_RESULT_OVERHEAD
+    return total
 
 
 # --- the heuristic -----------------------------------------------------------------------

@@ -43,6 +43,8 @@ def _merge_runs(messages: Sequence[ChatMessage], roles: tuple[str, ...]) -> list
 
 
 class MistralFraming(ChatFraming):
+    json_tool_results = True  # [TOOL_RESULTS] {"content": "...", "call_id": ...} [/TOOL_RESULTS]
+
     def __init__(self, version: InstructVersion) -> None:
         self.version = version
 

@@ -43,6 +43,8 @@ async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                              budget=wire.BudgetModel.of(outcome.budget))
     if outcome.not_sent:
         result.message = outcome.not_sent
+    if outcome.recalls:
+        result.recalls = [wire.RecallMadeModel(**made) for made in outcome.recalls]
     return result.dump()
 
 
@@ -54,6 +56,8 @@ async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                                 messages=wire.ExplainResult.messages_of(prepared.assembly.messages))
     if prepared.assembly.over_budget:
         result.message = prepared.assembly.over_budget
+    if prepared.assembly.tools:
+        result.tools = [tool["function"]["name"] for tool in prepared.assembly.tools]
     return result.dump()
 
 
