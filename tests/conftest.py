@@ -10,7 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import httpx
 import pytest
@@ -51,10 +51,11 @@ class LlamaServer:
 
 
 @contextlib.contextmanager
-def running_llama_server(log_path: Path) -> Iterator[LlamaServer]:
+def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iterator[LlamaServer]:
     """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
-    port, until the block ends. scripts/install-model-server.sh installs it (a no-op when
-    already installed); without it, RuntimeError says what to run."""
+    port, until the block ends; `extra_args` go to llama-server itself (e.g. a chat template).
+    scripts/install-model-server.sh installs it (a no-op when already installed); without it,
+    RuntimeError says what to run."""
     check = subprocess.run(["bash", str(REPO / "scripts" / "install-model-server.sh"), "--check"],
                            capture_output=True, text=True)
     if check.returncode != 0:
@@ -64,7 +65,8 @@ def running_llama_server(log_path: Path) -> Iterator[LlamaServer]:
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [str(home / "venv" / "bin" / "llama-cpp-server"), "-m", str(home / "gemma-3-270m-q4_k_m.gguf"),
-             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT)],
+             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT),
+             *(["--", *extra_args] if extra_args else [])],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     root = f"http://127.0.0.1:{port}"
