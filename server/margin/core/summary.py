@@ -16,10 +16,11 @@ still be recalled.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from margin.core.pointers import Shown
+from margin.core.pointers import Shown, show
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 
 SUMMARY = "thread_summary"
@@ -133,3 +134,51 @@ def request_text(fold: Fold, line: int, bound: int) -> str:
     return (f"{previous}The turns to fold in (t{first}–t{fold.to_turn}):\n\n{render_turns(fold, line)}\n\n"
             f"Write the updated summary of turns {fold.previous.first_turn if fold.previous else first}–"
             f"{fold.to_turn} in at most {bound * 3 // 4} words.")
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+
+
+def identifiers(text: str) -> set[str]:
+    """The names in `text` that look like code rather than prose: with an underscore, a digit, a
+    capital inside (camelCase), or a dot (a file or a dotted name), at least 3 characters."""
+    return {name for name in _IDENTIFIER.findall(text) if len(name) >= 3 and (
+        "_" in name or "." in name or any(c.isdigit() for c in name) or any(c.isupper() for c in name[1:]))}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the folded turns a summary keeps: identifiers in those turns, those the
+    summary names, and those still recallable (in content a pointer stands for)."""
+
+    total: int
+    in_summary: int
+    kept: int
+    """in the summary or recallable"""
+
+    @property
+    def share(self) -> float:
+        return self.kept / self.total if self.total else 1.0
+
+
+def coverage(folded: Sequence[str], recallable: Sequence[str], summary: str) -> Coverage:
+    """`folded`: the texts of the folded turns as they were written (messages, replies, files);
+    `recallable`: those of them a pointer can still bring back (file snapshots, edit-ops, long
+    replies)."""
+    wanted = set().union(*map(identifiers, folded)) if folded else set()
+    named = {name for name in wanted if name in summary}
+    still = set().union(*map(identifiers, recallable)) if recallable else set()
+    return Coverage(len(wanted), len(named), len(named | (wanted & still)))
+
+
+def thread_coverage(history: Sequence[Message], count: Callable[[str], int]) -> Coverage | None:
+    """The coverage of the thread's latest summary (None without one): the folded turns' texts,
+    and as recallable their file snapshots, edit-ops and long replies (what pointers stand for)."""
+    summary = latest_summary(history)
+    if summary is None:
+        return None
+    folded = [entry for entry in show(history, count) if entry.turn <= summary.to_turn]
+    texts = [part.text for entry in folded for part in entry.parts]
+    recallable = [part.text for entry in folded for part in entry.parts
+                  if part.pointer is not None or entry.message.kind == FILE_CONTEXT]
+    return coverage(texts, recallable, summary.text)

@@ -386,3 +386,5 @@ class StatusResult(_Wire):
     position_encoding: str
     profiles: dict[str, ProfileStatusModel]
     files: list[FileStatusModel]
+    background: list[str]
+    """work running after its request was answered, e.g. `summary <threadId>`"""

@@ -94,6 +94,7 @@ class MarginApp:
         """Run `work` after the request that started it has been answered; its failure is logged
         (never raised to anyone), and shutdown cancels it."""
         task = asyncio.ensure_future(work)
+        task.set_name(name)
         self.background.add(task)
 
         def done(finished: asyncio.Task[Any]) -> None:

@@ -20,7 +20,8 @@ async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                              routes=app.completion_routes)
     return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
                              profiles={r.name: wire.ProfileStatusModel.of(r) for r in reports},
-                             files=[wire.FileStatusModel.of(file) for file in app.files.files()]).dump()
+                             files=[wire.FileStatusModel.of(file) for file in app.files.files()],
+                             background=sorted(task.get_name() for task in app.background)).dump()
 
 
 def register(server: MarginLanguageServer) -> None:
