@@ -36,7 +36,7 @@ async def test_three_hundred_turns_at_4096_never_overflow_and_count_exactly(llam
            "MARGIN_CHAT_MAX_OUTPUT_TOKENS": "8", "MARGIN_CHAT_TEMPERATURE": "0"}
     uris = [f"file:///ws/pkg/{name}.py" for name in NAMES]
     versions = [1] * FILES
-    summaries_seen: set[str] = set()
+    turns_with_summary = 0
     answered_while_summarising = 0
     started = time.monotonic()
     async with margin_client(env=env, root=Path("/ws")) as client:
@@ -55,8 +55,7 @@ async def test_three_hundred_turns_at_4096_never_overflow_and_count_exactly(llam
             assert budget["counted"] == result["usage"]["promptTokens"], f"turn {turn}"
             assert budget["counted"] <= budget["limit"] <= 4096 - 8
             summary = next(s for s in budget["sections"] if s["name"] == "summary")
-            if summary["kept"]:
-                summaries_seen.add(str(summary["tokens"]))
+            turns_with_summary += bool(summary["kept"])
             background = (await request(client, "margin/status", {}))["background"]
             if background:  # a summary started after this turn was answered: the session pauses for it
                 answered_while_summarising += 1
@@ -68,10 +67,10 @@ async def test_three_hundred_turns_at_4096_never_overflow_and_count_exactly(llam
     assert len(history["messages"]) == 2 * TURNS  # every turn stored; summaries are hidden
     kept = await summary_coverage(tmp_path / "t.db", result["threadId"])
     assert answered_while_summarising >= 1, "no summary was ever written: the session never outgrew the window"
-    assert summaries_seen, "no prompt ever showed a summary"
+    assert turns_with_summary, "no prompt ever showed a summary"
     print(f"\n{TURNS} turns at 4096 in {time.monotonic() - started:.0f} s: every prompt counted as the server "
           f"counted it; {answered_while_summarising} summaries written after their turns were answered; "
-          f"{len(summaries_seen)} distinct summaries shown; the last covers {kept.share:.0%} of the "
+          f"{turns_with_summary} prompts showed one; the last covers {kept.share:.0%} of the "
           f"{kept.total} identifiers of the turns it folds ({kept.in_summary} named in it, the rest recallable)")
 
 
