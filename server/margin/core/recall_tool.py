@@ -48,6 +48,11 @@ class Answer:
     pointer: str | None = None
     fingerprint: str | None = None
 
+    @property
+    def recalled(self) -> bool:
+        """It carries the content (the file may have changed since)."""
+        return self.status in ("recalled", "changed since")
+
 
 def pointer_of(call: ToolCall) -> str | None:
     """The pointer a call asks for: `{"pointer": "[t12 parser.py]"}` (a bare string argument is
@@ -59,10 +64,8 @@ def pointer_of(call: ToolCall) -> str | None:
     except ValueError:
         return None
     wanted = arguments.get("pointer") if isinstance(arguments, dict) else arguments
-    if not isinstance(wanted, str) or pointers.parse_pointer(wanted) is None:
-        return None
-    turn, label = pointers.parse_pointer(wanted)  # type: ignore[misc]
-    return pointers.pointer(turn, label)
+    parsed = pointers.parse_pointer(wanted) if isinstance(wanted, str) else None
+    return pointers.pointer(*parsed) if parsed is not None else None
 
 
 def recalled(call: ToolCall, found: pointers.Recalled, changed: bool | None) -> Answer:

@@ -10,7 +10,6 @@ a cancellation leaves the thread exactly as it was.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time

@@ -70,8 +70,8 @@ class Recalls:
     """The recall answers of one turn, and what they cost."""
 
     answers: list[Answer] = field(default_factory=list)
-    tokens: dict[int, int] = field(default_factory=dict)
-    """tokens of each answer's text, by its index in `answers`"""
+    tokens: list[int] = field(default_factory=list)
+    """tokens of each answer's text"""
 
     @property
     def full(self) -> bool:
@@ -79,18 +79,17 @@ class Recalls:
 
     def made(self) -> list[dict[str, Any]]:
         """For the reply's metadata and the result: pointer, status and tokens of each call."""
-        return [{"pointer": a.pointer, "status": a.status, "tokens": self.tokens.get(i, 0),
-                 **({"fingerprint": a.fingerprint} if a.fingerprint else {})} for i, a in enumerate(self.answers)]
+        return [{"pointer": a.pointer, "status": a.status, "tokens": tokens,
+                 **({"fingerprint": a.fingerprint} if a.fingerprint else {})} for a, tokens in zip(self.answers, self.tokens)]
 
     def report(self, report: BudgetReport, counted: int) -> BudgetReport:
         """`report` with a `recalls` section (every answer's tokens; what was not recalled, why)
         and the count of the last request sent."""
         if not self.answers:
             return dataclasses.replace(report, counted=counted)
-        tokens = sum(self.tokens.values())
-        kept = sum(1 for a in self.answers if a.status in ("recalled", "changed since"))
-        dropped = tuple(Dropped(a.pointer or a.call.name, a.status) for a in self.answers
-                        if a.status not in ("recalled", "changed since"))
+        tokens = sum(self.tokens)
+        kept = sum(1 for a in self.answers if a.recalled)
+        dropped = tuple(Dropped(a.pointer or a.call.name, a.status) for a in self.answers if not a.recalled)
         return dataclasses.replace(report, sections=(*report.sections, SectionReport("recalls", tokens, kept, dropped)),
                                    total=report.total + tokens, counted=counted)
 
@@ -103,11 +102,12 @@ async def answer_calls(calls: Sequence[ToolCall], text: str, messages: list[Chat
     fit in what the limit leaves says so instead of carrying the content."""
     answers: list[Answer] = []
     for call in calls:
-        wanted = recall_tool.pointer_of(call)
-        found = pointers.resolve(history, wanted) if wanted else None
         if len(recalls.answers) + len(answers) >= recall_tool.MAX_CALLS:
             answers.append(recall_tool.over_the_limit(call))
-        elif found is None:
+            continue
+        wanted = recall_tool.pointer_of(call)
+        found = pointers.resolve(history, wanted) if wanted else None
+        if found is None:
             answers.append(recall_tool.not_found(call, wanted))
         else:
             answers.append(recall_tool.recalled(call, found, pointers.changed_since(found, history, open_fingerprint)))
@@ -121,7 +121,7 @@ async def answer_calls(calls: Sequence[ToolCall], text: str, messages: list[Chat
     sizes = await counter.count_texts([a.text for a in answers])
     used = 0
     for i, answer in enumerate(answers):
-        if answer.status in ("recalled", "changed since") and base + used + sizes[i] > limit:
+        if answer.recalled and base + used + sizes[i] > limit:
             answers[i] = recall_tool.over_budget(answer.call, answer.pointer or "", sizes[i], max(0, limit - base - used))
             sizes[i] = (await counter.count_texts([answers[i].text]))[0]
         used += sizes[i]
@@ -130,16 +130,15 @@ async def answer_calls(calls: Sequence[ToolCall], text: str, messages: list[Chat
         counted = await counter.count_chat(sent, tools)
         if counted <= limit:
             break
-        recalled = [i for i, a in enumerate(answers) if a.status in ("recalled", "changed since")]
+        recalled = [i for i, a in enumerate(answers) if a.recalled]
         if not recalled:
             return None
         largest = max(recalled, key=lambda i: sizes[i])
         answer = answers[largest]
         answers[largest] = recall_tool.over_budget(answer.call, answer.pointer or "", sizes[largest], 0)
         sizes[largest] = (await counter.count_texts([answers[largest].text]))[0]
-    for answer, size in zip(answers, sizes):
-        recalls.tokens[len(recalls.answers)] = size
-        recalls.answers.append(answer)
+    recalls.answers += answers
+    recalls.tokens += sizes
     log.info("recall answered calls=%d recalled=%d tokens=%d", len(answers),
-             sum(1 for a in answers if a.status in ("recalled", "changed since")), sum(sizes))
+             sum(1 for a in answers if a.recalled), sum(sizes))
     return sent, counted
