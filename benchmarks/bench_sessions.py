@@ -44,7 +44,7 @@ from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
 from margin.core import pointers  # noqa: E402
 from margin.core.assemble import ChatInput, assemble_chat  # noqa: E402
 from margin.core.tokens.local import tiktoken_counter  # noqa: E402
-from margin.core.vfs import Position, Range, TextChange  # noqa: E402
+from margin.core.vfs import Range, TextChange  # noqa: E402
 from margin.core.where import Where  # noqa: E402
 from margin.services.app import MarginApp  # noqa: E402
 from margin.services.chat import Ask  # noqa: E402

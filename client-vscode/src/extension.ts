@@ -1,6 +1,7 @@
 // Margin for VS Code: starts the Margin language server, and adds the chat panel, "Edit
-// Selection…" with a diff preview, and a status bar item. Code actions (the lightbulb on a
-// selection) and inline completions come through the language client as the server offers them.
+// Selection…" with a diff preview, "Remember…" and "Memories", and a status bar item. Code
+// actions (the lightbulb on a selection) and inline completions come through the language
+// client as the server offers them.
 
 import * as vscode from "vscode";
 import {
@@ -15,6 +16,7 @@ import {
 } from "vscode-languageclient/node";
 import { ChatPanel } from "./chatPanel";
 import { ProposalView, editSelection } from "./editSelection";
+import { remember, showMemories } from "./memories";
 import { serverLaunch, serverSettings } from "./pure/settings";
 import { StatusBar } from "./statusBar";
 
@@ -119,6 +121,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("margin.applyProposal", () => proposals.decide("apply")),
     vscode.commands.registerCommand("margin.discardProposal", () => proposals.decide("discard")),
     vscode.commands.registerCommand("margin.recall", () => recall(margin)),
+    vscode.commands.registerCommand("margin.remember", () => remember(margin)),
+    vscode.commands.registerCommand("margin.memories", () => showMemories(margin)),
     vscode.commands.registerCommand("margin.cancel", () => status.cancel()),
     vscode.commands.registerCommand("margin.showOutput", () => output.show()),
     vscode.commands.registerCommand("margin.restartServer", async () => {

@@ -1,6 +1,8 @@
 """`margin`: Margin from a terminal, over the same services as the language server:
 `margin doctor`, `margin chat`, `margin explain`, `margin edit`, `margin complete`,
-`margin threads`. The workspace is the current folder; `--file` opens files as the editor would.
+`margin recall`, `margin threads`, and the memories' `margin remember`, `margin forget` and
+`margin memories` (in cli_memories.py). The workspace is the current folder; `--file` opens
+files as the editor would.
 
 Settings come from a JSON file holding the same object as the editor's `margin` section
 (`--settings FILE`, else $MARGIN_SETTINGS, else `settings.json` in Margin's user config
@@ -11,69 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import Sequence
 
-import platformdirs
-
-from margin import __version__, logs
+from margin import __version__, cli_memories, logs
+from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
-from margin.core.settings import Source
 from margin.core.where import Where
-from margin.services.app import MarginApp
 from margin.services.chat import Ask
 from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
 from margin.services.diagnosis import ProfileReport, diagnose
 from margin.services.errors import RequestError
-from margin.services.registry import Services
-
-
-def default_settings_path() -> Path:
-    return Path(platformdirs.user_config_dir("margin")) / "settings.json"
-
-
-class CliError(Exception):
-    """A problem the user can fix; printed without a traceback."""
-
-
-def load_app(settings_path: str | None) -> tuple[MarginApp, str]:
-    from margin.wiring import build_app
-
-    app = build_app()
-    app.show_text = lambda text: print(text, file=sys.stderr, flush=True)
-    if app.settings.startup_problems:
-        raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
-    explicit = settings_path or os.environ.get("MARGIN_SETTINGS")
-    path = Path(explicit) if explicit else default_settings_path()
-    if not path.exists():
-        if explicit:
-            raise CliError(f"settings file {path} does not exist")
-        return app, "built-in defaults and environment variables"
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CliError(f"cannot read settings file {path}: {error}") from None
-    if isinstance(values, dict) and isinstance(values.get("margin"), dict):
-        values = values["margin"]
-    problems = app.settings.update("init", Source(f"settings file {path}", values))
-    if problems:
-        raise CliError("invalid settings: " + "; ".join(map(str, problems)))
-    return app, f"{path}, overlaid by environment variables"
-
-
-@contextlib.asynccontextmanager
-async def running_app(args: argparse.Namespace) -> AsyncIterator[tuple[MarginApp, str]]:
-    """The app configured from the command line, closed when the command is done."""
-    app, settings_from = load_app(args.settings)
-    try:
-        yield app, settings_from
-    finally:
-        await app.aclose()
 
 
 def _yes_no(value: bool | None, timed_out: bool = False) -> str:
@@ -128,27 +82,6 @@ async def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
 
 
-LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go",
-             ".c": "c", ".h": "c", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".md": "markdown",
-             ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "shellscript"}
-
-
-def _services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[str]]:
-    """The use cases with the current folder as the workspace and `files` open."""
-    uris = []
-    for name in files:
-        path = Path(name).resolve()
-        try:
-            text = path.read_bytes().decode("utf-8")  # exact bytes: no newline translation
-        except (OSError, UnicodeDecodeError) as error:
-            raise CliError(f"cannot read {name}: {error}") from None
-        app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
-        uris.append(path.as_uri())
-    app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
-    app.workspace.folders = lambda: [Path.cwd().as_uri()]
-    return Services.over(app), uris
-
-
 def _message(args: argparse.Namespace) -> str:
     message = " ".join(args.message).strip()
     if not message and not sys.stdin.isatty():
@@ -166,7 +99,7 @@ def _budget_line(budget: BudgetReport) -> str:
 
 async def _chat(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
-        services, uris = _services(app, args.file)
+        services, uris = open_services(app, args.file)
         where = Where(text_document=uris[0] if uris else None, thread_id=args.thread)
         try:
             if args.new:
@@ -191,7 +124,7 @@ async def _explain(args: argparse.Namespace) -> int:
     from margin.lsp.wire import BudgetModel
 
     async with running_app(args) as (app, _):
-        services, uris = _services(app, args.file)
+        services, uris = open_services(app, args.file)
         ask = Ask(_message(args), Where(text_document=uris[0] if uris else None, thread_id=args.thread), uris)
         try:
             prepared = await services.chat.explain(ask, args.profile)
@@ -225,7 +158,7 @@ async def _edit(args: argparse.Namespace) -> int:
     from margin.core.vfs import fingerprint
 
     async with running_app(args) as (app, _):
-        services, uris = _services(app, [args.file])
+        services, uris = open_services(app, [args.file])
         ask = Ask(" ".join(args.instruction).strip() or _message(args), Where(text_document=uris[0]), uris)
         outcome = await services.editops.propose(ask)
         if not outcome.ops:
@@ -264,7 +197,7 @@ async def _complete(args: argparse.Namespace) -> int:
 
     line, col = args.position
     async with running_app(args) as (app, _):
-        _, uris = _services(app, [args.file])
+        _, uris = open_services(app, [args.file])
         app.files.encoding = PositionEncoding.UTF32  # columns in characters, as a person counts them
         outcome = await CompletionService(app).complete(CompletionRequest(uris[0], Position(line - 1, col - 1)))
         where = f"route {outcome.route or 'none'}" + (f" · {_budget_line(outcome.budget)}" if outcome.budget else "")
@@ -282,7 +215,7 @@ async def _threads(args: argparse.Namespace) -> int:
     import datetime
 
     async with running_app(args) as (app, _):
-        services, _ = _services(app, [])
+        services, _ = open_services(app, [])
         workspace = None if args.all else Path.cwd().as_uri()
         found = await services.threads.list(workspace)
         if not found.threads:
@@ -299,7 +232,7 @@ async def _threads(args: argparse.Namespace) -> int:
 
 async def _recall(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
-        services, _ = _services(app, [])
+        services, _ = open_services(app, [])
         try:
             found = await services.threads.recall(Where(thread_id=args.thread), " ".join(args.pointer))
         except RequestError as error:
@@ -357,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads = commands.add_parser("threads", help="list the conversation threads of this folder")
     threads.add_argument("--all", action="store_true", help="every workspace's threads")
     threads.set_defaults(run=_threads)
+    cli_memories.add_commands(commands)
     return parser
 
 

@@ -70,10 +70,12 @@ async def margin_client(
     capabilities: types.ClientCapabilities = UTF16_CLIENT,
     args: tuple[str, ...] = (),
     root: Path | None = None,
+    folders: tuple[Path, ...] = (),
     shutdown: bool = True,
     configuration: dict[str, Any] | None = None,
 ) -> AsyncIterator[LanguageClient]:
-    """`configuration` is what the client answers to workspace/configuration (section margin)."""
+    """`configuration` is what the client answers to workspace/configuration (section margin);
+    `folders` are the workspace folders (sent as workspaceFolders, beside `root`)."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "margin.lsp.main", *args],
         client_factory=_client,
@@ -89,6 +91,7 @@ async def margin_client(
                 capabilities=capabilities,
                 initialization_options=init_options,
                 root_uri=root.as_uri() if root else None,
+                workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders] or None,
                 client_info=types.ClientInfo(name="pytest-lsp"),
             )
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,21 @@ def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
         assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
     assert "return a" in fake.requests[0]["messages"][-1]["content"]  # the file held `return ` before
     assert "completion failed" not in (tmp_path / "margin.log").read_text()
+
+
+def test_remember_list_and_forget_a_memory_in_real_vs_code(fake, tmp_path):
+    workspace, results = run_in_vs_code("memories.mjs", fake, tmp_path, CALC)
+    # Remember…: the fact, then the scope (this folder first), then a note with the memory's id.
+    assert results["scopes"] == [["This workspace folder", "ws"], ["Every workspace", "global"]]
+    assert results["remembered"] == "Margin will keep that in mind in ws (memory 1)."
+    assert results["rememberedGlobal"] == "Margin will keep that in mind in every workspace (memory 2)."
+    # Memories: newest first, with their scopes; one forgotten by the second step, the other by
+    # its Forget button.
+    assert results["listed"] == [["the API base is /v2", "global"], ["we use pytest, never unittest", "this workspace"]]
+    assert results["afterSecondStep"] == [["we use pytest, never unittest", "this workspace"]]
+    assert results["afterForget"] == []
+    assert (SCREENSHOTS / "vscode-memories.png").stat().st_size > 10_000
+    with sqlite3.connect(tmp_path / "threads.db") as db:  # stored, then removed, by the server
+        assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+        assert db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()[0] == 2
+    assert "never unittest" not in (tmp_path / "margin.log").read_text()

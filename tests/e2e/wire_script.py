@@ -102,6 +102,15 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
         await r.call("history of the new thread", "margin/history", {"threadId": created["result"]["threadId"]})
         await r.call("delete thread", "margin/deleteThread", {"threadId": created["result"]["threadId"]})
         await r.call("delete thread again", "margin/deleteThread", {"threadId": created["result"]["threadId"]})
+        remembered = await r.call("remember", "margin/remember", {"text": " we use pytest, never unittest ",
+                                                                  "textDocument": {"uri": A}})
+        await r.call("remember global", "margin/remember", {"text": "the API base is /v2", "scope": "global"})
+        await r.call("remember, invalid params", "margin/remember", {"text": "  ", "scope": "team"})
+        await r.call("memories", "margin/memories", {"textDocument": {"uri": A}})
+        await r.call("forget", "margin/forget", {"id": remembered["result"]["id"]})
+        await r.call("forget again", "margin/forget", {"id": remembered["result"]["id"]})
+        await r.call("forget, invalid params", "margin/forget", {})
+        await r.call("memories after forget", "margin/memories", {})
 
         fake.script(reply(ops_answer([{"op": "replace", "target_file": "b.py", "target": "match",
                                        "match": "    return 2\r\n", "content": "    return 3\r\n"}],
@@ -216,7 +225,7 @@ def normalise(entries: Any, port: int) -> Any:
             return {k: fix(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [fix(v) for v in value]
-        if key in ("createdAt", "updatedAt") and isinstance(value, (int, float)):
+        if key in ("createdAt", "updatedAt", "created") and isinstance(value, (int, float)):
             return "<time>"
         if isinstance(value, str):
             value = value.replace(f"127.0.0.1:{port}", "<fake>")

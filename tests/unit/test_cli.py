@@ -250,3 +250,53 @@ def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
                                                                                  "Write the code that goes at the cursor, after that text.")
     bad = margin("complete", "calc.py", "0:1", env=env, cwd=tmp_path)
     assert bad.returncode == 2 and "LINE:COL counted from 1" in bad.stderr
+
+
+def test_remember_memories_forget_in_this_folder_and_everywhere(tmp_path):
+    env = {"MARGIN_DATABASE": str(tmp_path / "t.db")}
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    local = margin("remember", "we", "use", "pytest,", "never", "unittest", env=env, cwd=here)
+    assert local.returncode == 0, local.stderr
+    local_id = local.stdout.strip()
+    assert local_id.isdigit() and f"[remembered for {here.as_uri()}; `margin forget {local_id}`" in local.stderr
+    shared = margin("remember", "--global", "the API base is /v2", env=env, cwd=there)
+    assert shared.returncode == 0 and "[remembered for every workspace" in shared.stderr
+    shared_id = shared.stdout.strip()
+    listed = margin("memories", env=env, cwd=here).stdout.splitlines()
+    assert [line.split()[0] for line in listed] == [shared_id, local_id]  # newest first
+    assert listed[0].endswith("  global     the API base is /v2")
+    assert listed[1].endswith("  workspace  we use pytest, never unittest")
+    assert margin("memories", env=env, cwd=there).stdout.splitlines() == listed[:1]
+    by_file = margin("memories", "--file", str(here / "a.py"), env=env, cwd=here)
+    assert by_file.stdout.splitlines() == listed
+    forgot = margin("forget", local_id, env=env, cwd=here)
+    assert forgot.returncode == 0 and forgot.stdout == f"forgot {local_id}\n"
+    again = margin("forget", local_id, env=env, cwd=here)
+    assert again.returncode == 1 and f"there is no memory {local_id}" in again.stderr
+    assert margin("memories", env=env, cwd=here).stdout.splitlines() == listed[:1]
+
+
+def test_remember_reads_standard_input_and_refuses_what_it_cannot_keep(tmp_path):
+    env = clean_env(XDG_CONFIG_HOME="/nonexistent", MARGIN_DATABASE=str(tmp_path / "t.db"))
+    piped = subprocess.run([sys.executable, "-m", "margin.cli", "remember"], input="line one\nline two\n",
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
+    assert piped.returncode == 0, piped.stderr
+    (shown,) = margin("memories", env={"MARGIN_DATABASE": str(tmp_path / "t.db")}, cwd=tmp_path).stdout.split("\n", 1)[:1]
+    assert shown.endswith("workspace  line one")
+    empty = subprocess.run([sys.executable, "-m", "margin.cli", "remember", "  "], input="", capture_output=True,
+                           text=True, cwd=tmp_path, timeout=60, env=env)
+    assert empty.returncode == 2 and "margin: A memory needs some text" in empty.stderr
+    long = margin("remember", "x" * 2001, env={"MARGIN_DATABASE": str(tmp_path / "t.db")}, cwd=tmp_path)
+    assert long.returncode == 2 and "at most 2,000 characters; this one has 2,001" in long.stderr
+    assert "Traceback" not in empty.stderr + long.stderr
+    assert len(margin("memories", env={"MARGIN_DATABASE": str(tmp_path / "t.db")}, cwd=tmp_path).stdout
+               .strip().splitlines()) == 2  # the two lines of the piped memory, nothing more
+
+
+def test_remember_without_a_usable_database_says_nothing_was_saved(tmp_path):
+    (tmp_path / "t.db").write_bytes(b"not sqlite at all" * 100)
+    result = margin("remember", "lost with the command", env={"MARGIN_DATABASE": str(tmp_path / "t.db")}, cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "not a valid SQLite database" in result.stderr
+    assert result.stderr.rstrip().endswith("margin: not remembered: the memory could not be saved")

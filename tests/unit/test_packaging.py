@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 from tests.conftest import REPO
 

@@ -42,5 +42,9 @@ export const GLOBAL_FIELDS = [
   "applyEditTimeoutS",
   "codeActions",
   "completionMenu",
+  "instructionFiles",
+  "instructionsMaxTokens",
+  "retrieval",
+  "memoryShare",
   "showRequests",
 ] as const;

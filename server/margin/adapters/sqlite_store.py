@@ -1,4 +1,4 @@
-"""Threads in one SQLite file, through aiosqlite: WAL journal, foreign keys, versioned schema
+"""Threads and memories in one SQLite file, through aiosqlite: WAL journal, foreign keys, versioned schema
 migrations (`PRAGMA user_version`), every write in one transaction so a process killed mid-write
 leaves the file consistent. Any SQLite failure becomes `StoreUnavailable` with a message that
 names the file and what to do."""
@@ -17,6 +17,8 @@ from typing import Any, AsyncIterator, Sequence
 
 import aiosqlite
 
+from margin.core import memories
+from margin.core.memories import Memory
 from margin.core.threads import Message, NewMessage, StoreUnavailable, Thread
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,17 @@ MIGRATIONS: list[str] = [
         tokens INTEGER NOT NULL,
         PRIMARY KEY (message_id, tokenizer)
     );
+    """,
+    # 2: memories (AUTOINCREMENT: a forgotten memory's id is never given to another)
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        text TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('workspace', 'global')),
+        workspace TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX memories_by_workspace ON memories (workspace, created_at);
     """,
 ]
 
@@ -251,3 +264,28 @@ class SQLiteThreadStore:
         if stale:
             await self._write([("DELETE FROM threads WHERE updated_at < ?", (older_than,))])
         return len(stale)
+
+    _MEMORY_COLUMNS = "id, text, scope, workspace, created_at"
+
+    async def add_memory(self, text: str, scope: str, workspace: str) -> Memory:
+        text, valid_scope, workspace = memories.checked(text, scope, workspace)
+        now = time.time()
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO memories (text, scope, workspace, created_at) VALUES (?, ?, ?, ?)",
+                (text, valid_scope, workspace, now))
+            memory_id = cursor.lastrowid or 0
+        return Memory(str(memory_id), text, valid_scope, workspace, now)
+
+    async def remove_memory(self, memory_id: str) -> bool:
+        if not (memory_id.isascii() and memory_id.isdigit() and len(memory_id) <= 18):
+            return False  # not an id this store gives (nor one SQLite could hold)
+        async with self._transaction() as db:
+            cursor = await db.execute("DELETE FROM memories WHERE id = ?", (int(memory_id),))
+            return cursor.rowcount > 0
+
+    async def list_memories(self, workspace: str) -> list[Memory]:
+        rows = await self._read(
+            f"SELECT {self._MEMORY_COLUMNS} FROM memories WHERE scope = 'global' OR workspace = ? "
+            "ORDER BY created_at DESC, id DESC", (workspace,))
+        return [Memory(str(row[0]), row[1], row[2], row[3], row[4]) for row in rows]

@@ -25,11 +25,13 @@ The pointers' legend joins the system prompt exactly when a pointer is shown.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Callable, NamedTuple, Sequence
 
+from margin.core import instructions as rules
 from margin.core import pointers
 from margin.core.budget import Item, Plan, Section, plan, safety_margin
 from margin.core.file_block import render_file
@@ -86,6 +88,36 @@ class ChatInput:
     """tools offered with the legend (the `recall` tool), and `tools_tokens`, what their
     definitions cost"""
     tools_tokens: int = 0
+    instructions: Sequence[rules.InstructionFile] = ()
+    """the project's instruction files within their cap, farthest first: required, in the
+    system prompt (core.instructions)"""
+    instructions_cut: Sequence[str] = ()
+    """the instruction files, or their ends, left out over the cap"""
+    memories: Sequence[str] = ()
+    """facts the user pinned, oldest first: in the system prompt, dropped oldest first"""
+    snippets: Sequence[FileRef] = ()
+    """windows of workspace files retrieved for the message, most relevant first: sent and
+    retained like files, cut before them"""
+    snippet_share: float = 0.3
+    """the share of the room the required parts leave that snippets may fill (more when the
+    rest leaves room unused)"""
+
+
+MEMORIES_HEADING = "Facts the user asked you to remember:"
+
+
+def memory_line(text: str) -> str:
+    return "- " + " ".join(text.split())
+
+
+def memories_text(memories: Sequence[str]) -> str:
+    return "\n".join([MEMORIES_HEADING, *map(memory_line, memories)]) if memories else ""
+
+
+def texts_to_count(chat: ChatInput) -> list[str]:
+    """The texts beyond the thread, files and system prompt that `assemble_chat` counts."""
+    return [*rules.texts_to_count(chat.instructions), MEMORIES_HEADING,
+            *map(memory_line, chat.memories), *map(render, chat.snippets)]
 
 
 class Sent(NamedTuple):
@@ -218,7 +250,8 @@ def assemble_chat(
             if message.uri in latest:
                 superseded.append(latest[message.uri].id)
             latest[message.uri] = message
-    candidates = {ref.file.uri: ref for ref in chat.files}
+    candidates = {ref.file.uri: ref for ref in (*chat.files, *chat.snippets)}
+    snippet_uris = {ref.file.uri for ref in chat.snippets}
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
     blocks = {uri: render(ref) for uri, ref in candidates.items()}
@@ -231,30 +264,49 @@ def assemble_chat(
     lines = pointers.mask_lines(current_turn(chat.history)) if chat.masking else [0]
     legend_tokens = count(chat.legend) if chat.masking else 0
     system_tokens = count(chat.system) + PER_MESSAGE_OVERHEAD
+    instructions = rules.section(chat.instructions, chat.instructions_cut, count)
+    memories = tuple(Item(f"memory {i + 1}", count(memory_line(text)) + 1
+                          + (count(MEMORIES_HEADING) + 2 if i == len(chat.memories) - 1 else 0), text)
+                     for i, text in enumerate(chat.memories))  # the newest carries the heading: dropped last
+    room = context_window - reserved_output - safety_margin(context_window, exact)
 
     while True:
         fresh = [ref for ref in chat.files if ref.file.uri in resend]
         files = tuple(Item(f"file {ref.file_id}", count(blocks[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
                       for ref in reversed(fresh))  # dropped lowest priority first
+        snippets = [Item(f"snippet {ref.file_id}", count(blocks[ref.file.uri]) + PER_MESSAGE_OVERHEAD, ref)
+                    for ref in chat.snippets if ref.file.uri in resend]  # most relevant first
         optional = tuple(Item(name, count(text)) for name, text in chat.optional_system)
         newest = count(chat.newest) + PER_MESSAGE_OVERHEAD
+        required = system_tokens + sum(i.tokens for i in instructions.items) + legend_tokens + chat.tools_tokens \
+            + newest + framing_tokens
         history = _history_items(shown, resend, latest, lines[0], chat.masking, count)
+        # the share holds the snippets retained in the history too: sent once, they keep their place
+        retained = sum(item.tokens for item in history if item.payload[0].message.uri in snippet_uris)
+        share = math.floor(max(0, room - required) * chat.snippet_share) - retained
+        packed, over_share = _pack(snippets, share)
+        others = sum(i.tokens for i in (*files, *optional, *summary_items, *memories))
         if len(lines) > 1:
-            rest = system_tokens + legend_tokens + chat.tools_tokens + newest + framing_tokens + sum(i.tokens for i in files) \
-                + sum(i.tokens for i in optional) + sum(i.tokens for i in history) + sum(i.tokens for i in summary_items)
-            room = context_window - reserved_output - safety_margin(context_window, exact)
+            rest = required + others + sum(i.tokens for i in (*history, *packed))
             line = _line_for(shown, lines, rest - room, count)
             if line != lines[0]:
                 history = _history_items(shown, resend, latest, line, chat.masking, count)
+        unused = room - required - others - sum(i.tokens for i in history)
+        if unused > share and over_share:  # snippets borrow what the rest leaves unused
+            packed, over_share = _pack(snippets, unused)
         shows_pointers = any(sent.pointers for item in history for sent in item.payload)
         sections = [
             Section("system", (Item("system prompt", system_tokens),), required=True, is_system=True),
+            instructions,
             Section("pointers", ((Item("legend", legend_tokens),) + ((Item("recall tool", chat.tools_tokens),)
                                  if chat.tools else ())) if shows_pointers else (), required=True),
             Section("history", tuple(history), protect_last=chat.min_exchanges,
                     drop_reason="older than the kept history"),
             Section("summary", summary_items, drop_reason="the turns after it came first"),
+            Section("snippets", tuple(packed[::-1]), cut_before=tuple(over_share),
+                    drop_reason="less relevant than the snippets kept, within the memory share"),
             Section("files", files, drop_reason="lower priority than the files kept"),
+            Section("memories", memories, drop_reason="older than the memories kept"),
             Section("optional system", optional, drop_reason="optional fragment; the rest did not fit"),
             Section("message", (Item("newest message", newest),), required=True),
         ]
@@ -271,27 +323,41 @@ def assemble_chat(
 
     shown_refs = _pointer_report(result, count)
     kept_optional = [item.id for item in result.section("optional system").kept]
-    system = "\n\n".join([chat.system] + ([chat.legend] if shown_refs else [])
-                          + [text for name, text in chat.optional_system if name in kept_optional])
+    kept_memories = [item.payload for item in result.section("memories").kept]
+    system = "\n\n".join(part for part in [chat.system, rules.render(chat.instructions), memories_text(kept_memories),
+                                             chat.legend if shown_refs else ""] if part)
+    system = "\n\n".join([system] + [text for name, text in chat.optional_system if name in kept_optional])
     messages = [ChatMessage("system", system)]
     messages.extend(ChatMessage("user", item.payload.shown()) for item in result.section("summary").kept)
     for item in result.section("history").kept:
         messages.extend(ChatMessage(CONTEXT_ROLE if sent.message.kind == FILE_CONTEXT else sent.message.role,
                                     sent.content) for sent in item.payload)
+    sent_snippets = [item.payload for item in result.section("snippets").kept][::-1]  # most relevant first
     sent_files = [item.payload for item in result.section("files").kept][::-1]  # priority order
-    messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in sent_files)
+    messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in (*sent_snippets, *sent_files))
     messages.append(ChatMessage("user", chat.newest))
 
     new_contexts = [
         NewMessage(CONTEXT_ROLE, blocks[ref.file.uri], hidden=True, kind=FILE_CONTEXT,
                    uri=ref.file.uri, fingerprint=ref.file.fingerprint, meta={"file_id": ref.file_id},
                    tokens={tokenizer: count(blocks[ref.file.uri])})
-        for ref in sent_files
+        for ref in (*sent_snippets, *sent_files)
     ]
-    superseded += [latest[ref.file.uri].id for ref in sent_files if ref.file.uri in latest]
+    superseded += [latest[ref.file.uri].id for ref in (*sent_snippets, *sent_files) if ref.file.uri in latest]
     retained = [uri for uri in candidates if uri in kept_contexts]
     return ChatAssembly(merge_roles(messages), result, new_contexts, sorted(superseded), retained,
-                        [ref.file.uri for ref in sent_files], shown_refs, chat.tools if shown_refs else ())
+                        [ref.file.uri for ref in (*sent_snippets, *sent_files)], shown_refs,
+                        chat.tools if shown_refs else ())
+
+
+def _pack(ranked: Sequence[Item], cap: int) -> tuple[list[Item], list[Item]]:
+    """Seed 002's packing: items in rank order until the next one would pass `cap`; the rest."""
+    spent = 0
+    for at, item in enumerate(ranked):
+        if spent + item.tokens > cap:
+            return list(ranked[:at]), list(ranked[at:])
+        spent += item.tokens
+    return list(ranked), []
 
 
 def _pointer_report(result: Plan, count: Callable[[str], int]) -> list[str]:

@@ -76,6 +76,9 @@ class Section:
     """For a text trimmed line by line (prefix, suffix) instead of dropped by items; the
     section then has one item, the whole text."""
     is_system: bool = False
+    cut_before: tuple[Item, ...] = ()
+    """Items left out before planning, by the section's own cap (instruction files): reported
+    as dropped, with `drop_reason`."""
 
 
 class Dropped(NamedTuple):
@@ -227,7 +230,7 @@ class _Cut:
             return SectionResult(section.name, self.trimmed.tokens, kept, (), section.drop_reason,
                                  self.trimmed)
         return SectionResult(section.name, self.total, section.items[self.start :],
-                             section.items[: self.start], section.drop_reason)
+                             section.cut_before + section.items[: self.start], section.drop_reason)
 
 
 def plan(
@@ -262,8 +265,9 @@ def plan(
 
     if required_tokens > limit:
         results = {
-            s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items) if s.required
-            else SectionResult(s.name, 0, (), s.items, "the required parts alone do not fit")
+            s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items, s.cut_before, s.drop_reason)
+            if s.required
+            else SectionResult(s.name, 0, (), s.cut_before + s.items, "the required parts alone do not fit")
             for s in sections
         }
         biggest = sorted(required, key=lambda s: -sum(i.tokens for i in s.items))
@@ -296,7 +300,7 @@ def plan(
                 continue
             cut.give_back(excess, second_pass=pass_number > 1)
 
-    results = {s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items)
+    results = {s.name: SectionResult(s.name, sum(i.tokens for i in s.items), s.items, s.cut_before, s.drop_reason)
                for s in required}
     results.update({cut.section.name: cut.result() for cut in cuts})
     return finish(results, None)

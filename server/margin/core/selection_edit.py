@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from margin.core import instructions as rules
 from margin.core.budget import Item, Plan, Section, plan
 from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.file_block import fence, file_header
@@ -169,6 +170,9 @@ class EditInput:
     shown: str
     after: str
     instruction: str
+    instructions: Sequence[rules.InstructionFile] = ()
+    """the project's instruction files within their cap (core.instructions): required"""
+    instructions_cut: Sequence[str] = ()
 
 
 @dataclass
@@ -200,7 +204,7 @@ def _message(edit: EditInput, before: str, after: str) -> str:
 def fixed_texts(edit: EditInput) -> list[str]:
     """Every text `assemble_edit` counts other than runs of the lines around the selection."""
     return [edit.system, edit.before, edit.after, _message(edit, "", ""), _message(edit, "x", "x"),
-            *(text for _, text in edit.optional_system)]
+            *(text for _, text in edit.optional_system), *rules.texts_to_count(edit.instructions)]
 
 
 def assemble_edit(edit: EditInput, count: Callable[[str], int], *, context_window: int,
@@ -216,6 +220,7 @@ def assemble_edit(edit: EditInput, count: Callable[[str], int], *, context_windo
     sections = [
         Section("system", (Item("system prompt", count(edit.system) + message_overhead),),
                 required=True, is_system=True),
+        rules.section(edit.instructions, edit.instructions_cut, count),
         Section("prefix", (Item("code before", count(edit.before)),), share=PREFIX_SHARE,
                 drop_reason="farthest from the selection", trimmer=line_trimmer(edit.before, "end", count)),
         Section("suffix", (Item("code after", count(edit.after)),), share=SUFFIX_SHARE,
@@ -232,7 +237,8 @@ def assemble_edit(edit: EditInput, count: Callable[[str], int], *, context_windo
     before = _kept_text(result, "prefix", edit.before)
     after = _kept_text(result, "suffix", edit.after)
     kept_optional = {item.id for item in result.section("optional system").kept}
-    system = "\n\n".join([edit.system] + [text for name, text in edit.optional_system if name in kept_optional])
+    system = "\n\n".join([edit.system] + ([rules.render(edit.instructions)] if edit.instructions else [])
+                          + [text for name, text in edit.optional_system if name in kept_optional])
     return EditAssembly([ChatMessage("system", system), ChatMessage("user", _message(edit, before, after))],
                         result)
 

@@ -169,6 +169,23 @@ DEFAULT_CODE_ACTIONS: tuple[CodeActionPreset, ...] = (
 )
 
 
+DEFAULT_INSTRUCTION_FILES: tuple[str, ...] = ("AGENTS.md", ".margin/instructions.md", "CLAUDE.md",
+                                              ".github/copilot-instructions.md")
+
+
+def _json_names(value: Any) -> Any:
+    """A list of names given as text (an environment variable): JSON, or comma-separated."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("must be a JSON list of file names, or names separated by commas") from None
+        return tuple(name.strip() for name in text.split(",") if name.strip())
+    return value
+
+
 def _json_text(value: Any) -> Any:
     """A list given as text (an environment variable) is read as JSON."""
     if isinstance(value, str):
@@ -205,6 +222,21 @@ class GlobalSettings(BaseModel):
         "Also offer the inline suggestion as an item of the completion menu "
         "(`textDocument/completion`), for editors without inline completion: Helix, coc.nvim, "
         "vim-lsp, Neovim before 0.12. Editors with inline completion do not need it."))] = False
+    instruction_files: Annotated[tuple[str, ...], BeforeValidator(_json_names), Field(description=(
+        "Project instruction files shown to chat and edit-ops, nearest the active file last. A "
+        "name without a slash is looked for in every folder from the workspace folder down to "
+        "the active file's; a path with a slash only under the workspace folder. Files outside "
+        "the workspace (or symlinks leaving it) are never read."))] = DEFAULT_INSTRUCTION_FILES
+    instructions_max_tokens: Annotated[int, Field(ge=0, le=100_000, description=(
+        "The cap on the instruction files' tokens. Over it, the files farthest from the active "
+        "file are cut first, and the budget report names what was cut."))] = 2000
+    retrieval: Annotated[bool, Field(description=(
+        "Add snippets of workspace files relevant to each chat and edit-ops message (a local "
+        "index of the workspace: no embeddings, nothing leaves the machine but the "
+        "snippets sent)."))] = True
+    memory_share: Annotated[float, Field(ge=0, le=0.9, description=(
+        "The share of the room the required parts leave that retrieved snippets may fill (more "
+        "when the rest of the prompt leaves room unused)."))] = 0.3
     show_requests: Annotated[bool, Field(description=(
         "Show every request Margin sends to a model, exactly as sent (messages, limits, "
         "schema), in the editor's log (VS Code's **Margin** output) or on the terminal's "

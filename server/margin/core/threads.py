@@ -6,8 +6,10 @@ request names another. Messages carry role, content, metadata and token counts b
 Hidden messages (a file's content as the model was shown it) are part of the prompt but never
 of the history a person sees.
 
-`MemoryThreadStore` keeps threads in memory: the store chat falls back to when the database
-cannot be used, so chat goes on working without persistence.
+The store also keeps the user's memories (`core.memories`), beside the threads.
+
+`MemoryThreadStore` keeps threads and memories in memory: the store chat falls back to when the
+database cannot be used, so chat goes on working without persistence.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Protocol, Sequence
 
+from margin.core import memories
 from margin.core.file_block import from_envelope
 from margin.core.llm import Role
+from margin.core.memories import Memory
 
 FILE_CONTEXT = "virtual_file_context"
 
@@ -94,6 +98,15 @@ class ThreadStore(Protocol):
         """Removes threads with no activity since `older_than` (a time.time() value); returns
         how many."""
 
+    async def add_memory(self, text: str, scope: str, workspace: str) -> Memory:
+        """Stores a memory that follows `memories.checked` (else InvalidMemory, nothing stored)."""
+
+    async def remove_memory(self, memory_id: str) -> bool:
+        """False when there is no such memory."""
+
+    async def list_memories(self, workspace: str) -> list[Memory]:
+        """The memories of `workspace` and the global ones, newest first."""
+
 
 class MemoryThreadStore:
     """A ThreadStore in memory."""
@@ -102,6 +115,8 @@ class MemoryThreadStore:
         self._threads: dict[str, Thread] = {}
         self._messages: dict[str, list[Message]] = {}
         self._ids = itertools.count(1)
+        self._memories: dict[str, Memory] = {}
+        self._memory_ids = itertools.count(1)
 
     async def open(self) -> None:
         return None
@@ -157,6 +172,18 @@ class MemoryThreadStore:
         for thread_id in stale:
             await self.delete_thread(thread_id)
         return len(stale)
+
+    async def add_memory(self, text: str, scope: str, workspace: str) -> Memory:
+        text, valid_scope, workspace = memories.checked(text, scope, workspace)
+        memory = Memory(str(next(self._memory_ids)), text, valid_scope, workspace, time.time())
+        self._memories[memory.id] = memory
+        return memory
+
+    async def remove_memory(self, memory_id: str) -> bool:
+        return self._memories.pop(memory_id, None) is not None
+
+    async def list_memories(self, workspace: str) -> list[Memory]:
+        return memories.newest_first(m for m in self._memories.values() if m.applies_in(workspace))
 
 
 class FileContextRepository(Protocol):

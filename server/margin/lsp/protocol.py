@@ -31,7 +31,8 @@ from margin.core.vfs import PositionEncoding, choose_position_encoding
 log = logging.getLogger(__name__)
 
 CUSTOM_METHODS = ["margin/status", "margin/chat", "margin/explain", "margin/history", "margin/recall", "margin/threads",
-                  "margin/newThread", "margin/deleteThread", "margin/editOps", "margin/applyOps"]
+                  "margin/newThread", "margin/deleteThread", "margin/remember", "margin/forget", "margin/memories",
+                  "margin/editOps", "margin/applyOps"]
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 
 QUIETLY_IGNORED = frozenset({types.TEXT_DOCUMENT_DID_SAVE, types.TEXT_DOCUMENT_WILL_SAVE})

@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from margin.core import pointers, recall_tool
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render
+from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage
 from margin.core.settings import ProfileSettings
@@ -26,6 +26,9 @@ from margin.core.summary import latest_summary
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.errors import Busy, RequestError
+from margin.services.instructions import InstructionFiles, Instructions
+from margin.services.memories import MemoriesService
+from margin.services.retrieval import Retrieval
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
 from margin.services.structured import fit_prompt, framing_tokens, tools_tokens
@@ -119,6 +122,12 @@ class ChatService:
     """made in the background after a turn that needs one (None: never)"""
     recall_tool: bool = True
     """chat offers the `recall` tool when a pointer is shown and the backend takes tools"""
+    instructions: InstructionFiles | None = None
+    """the project's instruction files (None: none are shown)"""
+    memories: MemoriesService | None = None
+    """the facts the user pinned (None: none are shown)"""
+    retrieval: Retrieval | None = None
+    """snippets of workspace files relevant to the message (None: none are sent)"""
 
     # --- what the prompt holds -------------------------------------------------------------
 
@@ -173,9 +182,23 @@ class ChatService:
         files = self.candidate_files(ask)
         newest = self.newest_text(ask)
         system, optional = profile.system, profile.optional_system
+        rules = Instructions()
+        if self.instructions is not None:
+            try:
+                rules = await self.instructions.for_prompt(ask.where.text_document, counter)
+            except ProviderError as error:
+                raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
+        where = ask.where.text_document
+        memories = [m.text for m in await self.memories.for_prompt(where)] if self.memories else []
+        snippets = await self.retrieval.snippets(ask.message, where, [f.file.uri for f in files]) \
+            if self.retrieval else []
+        chat = ChatInput(system, optional, history, newest, files, masking=self.masking,
+                         render_pointer=self.render_pointer, instructions=rules.files, instructions_cut=rules.cut,
+                         memories=memories, snippets=snippets,
+                         snippet_share=self.app.settings.current.globals.memory_share)
         known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
         texts = [system, newest, *(t for _, t in optional), *(render(f) for f in files),
-                 *(m.content for m in history)]
+                 *(m.content for m in history), *texts_to_count(chat)]
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         try:
             counts = await counter.count_texts(missing)
@@ -195,9 +218,8 @@ class ChatService:
                 raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
         framing = await framing_tokens(counter)
 
-        chat = ChatInput(system, optional, history, newest, files, legend=legend, masking=self.masking,
-                         render_pointer=self.render_pointer, shown=shown, summary=summary, tools=offered,
-                         tools_tokens=await tools_tokens(counter, offered))
+        chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
+                       tools_tokens=await tools_tokens(counter, offered))
         try:
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,

@@ -8,6 +8,9 @@ from margin.services.app import MarginApp
 from margin.services.chat import ChatService
 from margin.services.completion import CompletionService
 from margin.services.editops import EditOpsService
+from margin.services.instructions import InstructionFiles
+from margin.services.memories import MemoriesService
+from margin.services.retrieval import Retrieval
 from margin.services.selection_edit import SelectionEditService
 from margin.services.summaries import Summaries
 from margin.services.threads import ThreadsService
@@ -21,9 +24,14 @@ class Services:
     editops: EditOpsService
     selection_edits: SelectionEditService
     completion: CompletionService
+    memories: MemoriesService
+    retrieval: Retrieval
 
     @classmethod
     def over(cls, app: MarginApp) -> Services:
-        threads = ThreadsService(app)
-        chat = ChatService(app, threads, summaries=Summaries(app, threads))
-        return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app), CompletionService(app))
+        threads, memories, retrieval = ThreadsService(app), MemoriesService(app), Retrieval(app)
+        instructions = InstructionFiles(app)
+        chat = ChatService(app, threads, summaries=Summaries(app, threads), instructions=instructions,
+                           memories=memories, retrieval=retrieval)
+        return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app, instructions),
+                   CompletionService(app), memories, retrieval)

@@ -34,6 +34,7 @@ from margin.core.selection_edit import (
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
 from margin.services.errors import RequestError
+from margin.services.instructions import InstructionFiles
 from margin.services.profile import resolve_profile, snapshot
 from margin.services.structured import ask_json, fit_prompt, framing_tokens, sync_count
 
@@ -89,6 +90,8 @@ def _title(text: str, limit: int = 60) -> str:
 @dataclass
 class SelectionEditService:
     app: MarginApp
+    instructions: InstructionFiles | None = None
+    """the project's instruction files (None: none are shown)"""
 
     def offer(self, uri: str, selection: Range, diagnostics: Sequence[Diagnostic]) -> list[OfferedAction]:
         """The actions for a selection; at a cursor, only "Fix with Margin" (on the lines the
@@ -154,8 +157,12 @@ class SelectionEditService:
             before = before[cut + 1:] if cut >= 0 else ""
         after = base.text[region.end:]
         after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
-        edit = EditInput(profile.system, profile.optional_system,
-                         file_id, base.language_id, before, region.shown, after, instruction)
+        try:
+            found = await self.instructions.for_prompt(request.uri, counter) if self.instructions else None
+        except ProviderError as error:
+            raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
+        edit = EditInput(profile.system, profile.optional_system, file_id, base.language_id, before, region.shown,
+                         after, instruction, found.files if found else (), found.cut if found else ())
         count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
         framing = await framing_tokens(counter)
         try:

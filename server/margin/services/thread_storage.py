@@ -1,7 +1,7 @@
-"""The thread store in use (the thread use cases are in `services.threads`). Threads live in
-SQLite; if the database cannot be used (locked, read-only, corrupt), Margin says so once and
-keeps threads in memory for the rest of the session, so chat goes on working without
-persistence."""
+"""The thread store in use (the thread use cases are in `services.threads`, the memory ones in
+`services.memories`). Threads and memories live in SQLite; if the database cannot be used
+(locked, read-only, corrupt), Margin says so once and keeps them in memory for the rest of the
+session, so chat goes on working without persistence."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class ThreadStorage:
     def _fall_back(self, error: StoreUnavailable) -> ThreadStore:
         self.problem = str(error)
         log.warning("thread store unavailable; keeping threads in memory for this session")
-        self._tell_user(f"{error} Chat still works, but threads are kept only until Margin stops.")
+        self._tell_user(f"{error} Chat still works, but threads and memories are kept only until Margin stops.")
         self._store = MemoryThreadStore()
         return self._store
 

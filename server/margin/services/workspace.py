@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Sequence
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
 
 
 class Workspace:
@@ -25,3 +27,15 @@ class Workspace:
         if folder and uri.startswith(folder.rstrip("/") + "/"):
             return unquote(uri[len(folder.rstrip("/")) + 1 :])
         return uri
+
+    def root_of(self, uri: str | None) -> Path | None:
+        """The local folder of the workspace folder holding `uri` (as folder_of), if it has one."""
+        return path_of(self.folder_of(uri))
+
+
+def path_of(uri: str) -> Path | None:
+    """The local path a `file:` URI names; None for any other URI."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file" or not parts.path:
+        return None
+    return Path(url2pathname(unquote(parts.path)))

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
-
 from margin.core.llm import BackendHTTPError, BackendInfo, NotSupported
 from margin.core.vfs import Position, Range, TextChange
 from margin.services.completion import CompletionRequest, CompletionService

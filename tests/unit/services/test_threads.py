@@ -28,7 +28,7 @@ async def test_corrupt_database_falls_back_to_memory_with_one_message(tmp_path):
     messages = await threads.run(lambda s: s.messages(thread.id))
     assert [m.content for m in messages] == ["still works"]
     assert not threads.persistent and len(told) == 1
-    assert str(path) in told[0] and "threads are kept only until Margin stops" in told[0]
+    assert str(path) in told[0] and "threads and memories are kept only until Margin stops" in told[0]
     assert path.read_bytes() == b"garbage" * 1000  # the user's file is left alone
     await threads.close()
 

@@ -4,6 +4,7 @@
     documents      didOpen, didChange, didClose: the virtual files
     chat           margin/chat, margin/explain, and the threads: history, threads, newThread,
                    deleteThread
+    memories       margin/remember, margin/forget, margin/memories
     editops        margin/editOps, margin/applyOps and the margin.applyOps command
     code_actions   textDocument/codeAction, codeAction/resolve, the margin.editSelection command
     completion     textDocument/inlineCompletion, and textDocument/completion when
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from margin.lsp.server import MarginLanguageServer
 
-FEATURES = ("lifecycle", "documents", "chat", "editops", "code_actions", "completion", "status")
+FEATURES = ("lifecycle", "documents", "chat", "memories", "editops", "code_actions", "completion", "status")
 """Every module of this folder, in the order they register (which orders the advertised
 commands); a test checks that none is missing."""
 

@@ -1,5 +1,6 @@
 """Document sync: the editor's open documents as Margin's virtual files (incremental changes,
-in the negotiated position encoding)."""
+in the negotiated position encoding), and files changed on disk (workspace/didChangeWatchedFiles,
+registered where the client allows it) for the retrieval index."""
 
 from __future__ import annotations
 
@@ -30,9 +31,24 @@ def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentPara
 
 def did_close(ls: MarginLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.app.files.close(params.text_document.uri)
+    ls.services.retrieval.touched(params.text_document.uri)  # indexed again from disk
+
+
+def did_change_watched_files(ls: MarginLanguageServer, params: types.DidChangeWatchedFilesParams) -> None:
+    for change in params.changes:  # created, changed or deleted on disk: indexed again
+        ls.services.retrieval.touched(change.uri)
+
+
+def watch_files(ls: MarginLanguageServer) -> None:
+    """Ask the editor to report files changed on disk (git checkouts, other tools), where it can."""
+    if ls.can("workspace.did_change_watched_files.dynamic_registration"):
+        options = types.DidChangeWatchedFilesRegistrationOptions([types.FileSystemWatcher(glob_pattern="**/*")])
+        ls.client_register_capability(types.RegistrationParams([types.Registration(
+            "margin-watched-files", types.WORKSPACE_DID_CHANGE_WATCHED_FILES, options)]))
 
 
 def register(server: MarginLanguageServer) -> None:
+    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open)
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close)

@@ -10,6 +10,7 @@ import time
 from lsprotocol import types
 
 from margin.core.settings import Source
+from margin.lsp.handlers.documents import watch_files
 from margin.lsp.server import MarginLanguageServer
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ def initialized(ls: MarginLanguageServer, params: types.InitializedParams) -> No
     # Tokenizers build in a worker thread; the probe cache warms; neither delays anything.
     ls.app.preload_tokenizers()
     ls.run_task(ls.check_backends(), "probe backends")
+    ls.services.retrieval.warm(ls.app.workspace.folders())  # the workspace index builds in the background
+    watch_files(ls)
 
 
 async def did_change_configuration(ls: MarginLanguageServer, params: types.DidChangeConfigurationParams) -> None:

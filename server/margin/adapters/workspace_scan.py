@@ -1,0 +1,132 @@
+"""The workspace's files as retrieval sees them: every text file under a folder that git would
+not ignore, read safely.
+
+Skipped: what `.gitignore` files ignore (the folder's own and nested ones, with git's rules, by
+pathspec) and `.git/info/exclude`; the `.git` folder; symlinks (a symlinked file or folder may
+lead outside the workspace, and is never followed); files over MAX_FILE_BYTES; binary files (a
+NUL byte in their first 8 KiB). A scan stops after MAX_FILES files and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pathspec
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 512 * 1024
+MAX_FILES = 50_000
+SNIFF_BYTES = 8192
+ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    file_id: str
+    """the path relative to the scanned folder, with '/'"""
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+class _Ignores:
+    """The ignore rules in force in one folder: its parents' and its own `.gitignore`."""
+
+    def __init__(self, specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()) -> None:
+        self.specs = specs
+
+    def within(self, folder: Path, prefix: str) -> _Ignores:
+        try:
+            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return self
+        return _Ignores((*self.specs, (prefix, pathspec.GitIgnoreSpec.from_lines(lines))))
+
+    def ignored(self, file_id: str, is_dir: bool) -> bool:
+        for prefix, spec in self.specs:
+            relative = file_id[len(prefix):] if prefix else file_id
+            if spec.match_file(relative + "/" if is_dir else relative):
+                return True
+        return False
+
+
+def _root_rules(root: Path) -> _Ignores:
+    ignores = _Ignores()
+    try:
+        exclude = (root / ".git" / "info" / "exclude").read_text(encoding="utf-8", errors="replace").splitlines()
+        ignores = _Ignores((("", pathspec.GitIgnoreSpec.from_lines(exclude)),))
+    except OSError:
+        pass
+    return ignores.within(root, "")
+
+
+def indexable(root: Path, file_id: str) -> bool:
+    """Whether the scan would take `file_id` (a file that changed since): not ignored, not under
+    a symlink or a skipped folder, a regular file of at most MAX_FILE_BYTES."""
+    parts = file_id.split("/")
+    if any(part in ALWAYS_SKIPPED or part in ("", ".", "..") for part in parts):
+        return False
+    rules, folder, prefix = _root_rules(root), root, ""
+    for part in parts[:-1]:
+        folder, name = folder / part, prefix + part
+        if folder.is_symlink() or rules.ignored(name, True):
+            return False
+        prefix = name + "/"
+        rules = rules.within(folder, prefix)
+    path = root / file_id
+    try:
+        stat = path.lstat()
+    except OSError:
+        return False
+    return not path.is_symlink() and path.is_file() and stat.st_size <= MAX_FILE_BYTES \
+        and not rules.ignored(file_id, False)
+
+
+def scan(root: Path) -> Iterator[FoundFile]:
+    """Every file retrieval may index under `root`, in a stable order."""
+    found = 0
+    stack: list[tuple[Path, str, _Ignores]] = [(root, "", _root_rules(root))]
+    while stack:
+        folder, prefix, rules = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name, reverse=True)
+        except OSError:
+            continue
+        for entry in entries:
+            file_id = prefix + entry.name
+            try:
+                if entry.is_symlink() or entry.name in ALWAYS_SKIPPED:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if not rules.ignored(file_id, True):
+                        stack.append((Path(entry.path), file_id + "/", rules.within(Path(entry.path), file_id + "/")))
+                    continue
+                if not entry.is_file(follow_symlinks=False) or rules.ignored(file_id, False):
+                    continue
+                stat = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.st_size > MAX_FILE_BYTES:
+                continue
+            found += 1
+            if found > MAX_FILES:
+                log.warning("workspace scan stopped files=%d", MAX_FILES)
+                return
+            yield FoundFile(file_id, Path(entry.path), stat.st_size, stat.st_mtime_ns)
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text, or None when it cannot be read, is too large or is binary."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES or b"\0" in data[:SNIFF_BYTES]:
+        return None
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,83 @@
+"""What every `margin` terminal command runs with: the app configured from the command line
+(a settings file, then environment variables), closed when the command is done; the use cases
+with the current folder as the workspace; and `CliError`, a problem the user can fix."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+import platformdirs
+
+from margin.core.settings import Source
+from margin.services.app import MarginApp
+from margin.services.registry import Services
+
+
+def default_settings_path() -> Path:
+    return Path(platformdirs.user_config_dir("margin")) / "settings.json"
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def load_app(settings_path: str | None) -> tuple[MarginApp, str]:
+    from margin.wiring import build_app
+
+    app = build_app()
+    app.show_text = lambda text: print(text, file=sys.stderr, flush=True)
+    if app.settings.startup_problems:
+        raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
+    explicit = settings_path or os.environ.get("MARGIN_SETTINGS")
+    path = Path(explicit) if explicit else default_settings_path()
+    if not path.exists():
+        if explicit:
+            raise CliError(f"settings file {path} does not exist")
+        return app, "built-in defaults and environment variables"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CliError(f"cannot read settings file {path}: {error}") from None
+    if isinstance(values, dict) and isinstance(values.get("margin"), dict):
+        values = values["margin"]
+    problems = app.settings.update("init", Source(f"settings file {path}", values))
+    if problems:
+        raise CliError("invalid settings: " + "; ".join(map(str, problems)))
+    return app, f"{path}, overlaid by environment variables"
+
+
+@contextlib.asynccontextmanager
+async def running_app(args: argparse.Namespace) -> AsyncIterator[tuple[MarginApp, str]]:
+    """The app configured from the command line, closed when the command is done."""
+    app, settings_from = load_app(args.settings)
+    try:
+        yield app, settings_from
+    finally:
+        await app.aclose()
+
+
+LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go",
+             ".c": "c", ".h": "c", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".md": "markdown",
+             ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "shellscript"}
+
+
+def open_services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[str]]:
+    """The use cases with the current folder as the workspace and `files` open."""
+    uris = []
+    for name in files:
+        path = Path(name).resolve()
+        try:
+            text = path.read_bytes().decode("utf-8")  # exact bytes: no newline translation
+        except (OSError, UnicodeDecodeError) as error:
+            raise CliError(f"cannot read {name}: {error}") from None
+        app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
+        uris.append(path.as_uri())
+    app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
+    app.workspace.folders = lambda: [Path.cwd().as_uri()]
+    return Services.over(app), uris

@@ -1,0 +1,113 @@
+"""One BM25 field: an inverted index (term → {document: term frequency}) kept incrementally.
+
+Adding or removing a document touches only that document's terms, and the collection
+statistics BM25 needs (document count, total length, each term's document frequency) are kept
+as running totals, so a query never scans documents that share none of its terms.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Iterable, Mapping
+
+
+class Field:
+    """BM25 over documents given as term counts. `score` returns only documents that contain at
+    least one query term."""
+
+    __slots__ = ("postings", "lengths", "total_length", "k1", "b")
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.postings: dict[str, dict[str, int]] = {}
+        self.lengths: dict[str, int] = {}
+        self.total_length = 0
+        self.k1 = k1
+        self.b = b
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def add(self, doc: str, counts: Mapping[str, int]) -> None:
+        """Index `doc` (replacing any earlier version of it)."""
+        if doc in self.lengths:
+            self.remove(doc, counts_hint=None)
+        postings = self.postings
+        length = 0
+        for term, tf in counts.items():
+            entry = postings.get(term)
+            if entry is None:
+                postings[term] = {doc: tf}
+            else:
+                entry[doc] = tf
+            length += tf
+        self.lengths[doc] = length
+        self.total_length += length
+
+    def remove(self, doc: str, counts_hint: Iterable[str] | None = None) -> bool:
+        """Drop `doc`. `counts_hint`: its terms, if the caller knows them (else every posting
+        list is searched, which is the slow path)."""
+        length = self.lengths.pop(doc, None)
+        if length is None:
+            return False
+        self.total_length -= length
+        postings = self.postings
+        for term in counts_hint if counts_hint is not None else list(postings):
+            entry = postings.get(term)
+            if entry is not None and entry.pop(doc, None) is not None and not entry:
+                del postings[term]
+        return True
+
+    def idf(self, term: str) -> float:
+        df = len(self.postings.get(term, ()))
+        n = len(self.lengths)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
+
+    def score(self, terms: Iterable[str], pool: int | None = None) -> dict[str, float]:
+        """BM25 (Lucene's idf, never negative) of the documents holding a query term.
+
+        With `pool`, the exact scores of the best `pool` documents, cheaply: terms are taken
+        rarest first (MaxScore), and once the `pool`-th best score so far is at least what the
+        remaining terms could add (each at most idf·(k1+1)), no document not yet seen can enter
+        the best `pool`, so the common terms' long posting lists only update documents already
+        seen. Documents outside the best `pool` may then be missing or under-scored."""
+        n = len(self.lengths)
+        if not n:
+            return {}
+        k1 = self.k1
+        a = k1 * (1.0 - self.b)
+        c = k1 * self.b * n / max(self.total_length, 1)
+        lengths = self.lengths
+        entries = []
+        for term in dict.fromkeys(terms):
+            entry = self.postings.get(term)
+            if entry:
+                df = len(entry)
+                entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
+        entries.sort(key=lambda e: (-e[0], e[1]))
+        remaining = sum(e[0] for e in entries)
+        out: dict[str, float] = {}
+        live = out
+        for idf, _, entry in entries:
+            if pool is not None and live is out and len(out) >= pool:
+                threshold = heapq.nlargest(pool, out.values())[-1]
+                if threshold >= remaining:
+                    live = {d: v for d, v in out.items() if v + remaining >= threshold}
+            remaining -= idf
+            if live is out:
+                get = out.get
+                for doc, tf in entry.items():
+                    out[doc] = get(doc, 0.0) + idf * tf / (tf + a + c * lengths[doc])
+            elif len(entry) <= len(live):
+                for doc, tf in entry.items():
+                    if doc in live:
+                        live[doc] += idf * tf / (tf + a + c * lengths[doc])
+            else:
+                found = entry.get
+                for doc in live:
+                    tf = found(doc)
+                    if tf:
+                        live[doc] += idf * tf / (tf + a + c * lengths[doc])
+        if live is not out:
+            out.update(live)
+        return out

@@ -1,0 +1,157 @@
+"""Workspace snippets ("fact memories") through the real margin-lsp process: the index built in
+the background from what git would not ignore, kept current from the editor's buffers without a
+rescan, snippets sent as data like files and never resent while unchanged and retained."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lsprotocol import types
+
+from tests.e2e.lsp_client import change_doc, margin_client, open_doc, request
+from tests.fakes.fake_openai import reply
+
+INVOICE = '''"""Invoices."""
+
+
+def compute_invoice_total(lines, tax_rate):
+    """The invoice total: every line's price times quantity, plus tax."""
+    subtotal = sum(line.price * line.quantity for line in lines)
+    return round(subtotal * (1 + tax_rate), 2)
+'''
+FILLER = "\n".join(f"def helper_{i}(value):\n    return value + {i}\n" for i in range(40))
+
+
+def env(fake, tmp_path, **extra):
+    return {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "db" / "threads.db"),
+            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", **extra}
+
+
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    files = {"billing/invoice.py": INVOICE, "util/helpers.py": FILLER, "main.py": "print('hello')\n",
+             ".gitignore": "build/\n", "build/invoice_copy.py": INVOICE.replace("compute_invoice_total", "copy_total"),
+             "docs/notes.md": "Release notes.\n"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+async def explain(client, root: Path, message: str, **params) -> dict:
+    return await request(client, "margin/explain", {"message": message,
+                                                    "textDocument": {"uri": (root / "main.py").as_uri()}, **params})
+
+
+def snippets_of(result: dict) -> dict:
+    return next(s for s in result["budget"]["sections"] if s["name"] == "snippets")
+
+
+def contents(messages: list[dict]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def changed(client, path: Path, kind: types.FileChangeType = types.FileChangeType.Changed) -> None:
+    """What the editor's file watcher reports."""
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams([types.FileEvent(path.as_uri(), kind)]))
+
+
+async def ready(client, root: Path) -> None:
+    """Until the background index is built (the status lists no index work)."""
+    while any(name.startswith("index ") for name in (await request(client, "margin/status", {}))["background"]):
+        await asyncio.sleep(0.05)
+
+
+async def test_a_relevant_snippet_is_sent_and_ignored_files_never_are(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        result = await explain(client, root, "How is the invoice total computed with tax?")
+        text = contents(result["messages"])
+        assert "File billing/invoice.py lines 1-7 (python, sha256:" in text
+        assert "def compute_invoice_total(lines, tax_rate):" in text
+        assert "copy_total" not in text  # build/ is ignored by .gitignore
+        section = snippets_of(result)
+        assert section["kept"] >= 1 and section["tokens"] > 0
+        system = result["messages"][0]["content"]
+        assert "compute_invoice_total" not in system  # data, not instructions
+
+        off = await request(client, "margin/explain", {"message": "How is the invoice total computed?"})
+        assert "compute_invoice_total" in contents(off["messages"])  # no document: the first folder
+
+
+async def test_retrieval_can_be_turned_off(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with margin_client(env=env(fake, tmp_path, MARGIN_RETRIEVAL="false"), root=root) as client:
+        result = await explain(client, root, "How is the invoice total computed with tax?")
+        assert "compute_invoice_total" not in contents(result["messages"])
+        assert snippets_of(result)["kept"] == 0
+
+
+async def test_edits_in_the_editor_reach_the_index_without_a_rescan(fake, tmp_path):
+    root = workspace(tmp_path)
+    uri = (root / "util/helpers.py").as_uri()
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        (root / "docs/notes.md").write_text("The zebrafish quota is 12.\n")  # on disk, behind the index's back
+        open_doc(client, uri, FILLER)
+        change_doc(client, uri, 2, (None, FILLER + "\ndef zebrafish_quota(tank):\n    return tank.size // 3\n"))
+        result = await explain(client, root, "what does zebrafish_quota return?", files=[])
+        text = contents(result["messages"])
+        assert "def zebrafish_quota(tank):" in text  # the buffer, as it is now
+        assert "The zebrafish quota is 12." not in text  # no rescan: the untouched file is as indexed
+
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))  # back to disk
+        result = await explain(client, root, "what does zebrafish_quota return?", files=[])
+        assert "def zebrafish_quota" not in contents(result["messages"])
+
+
+async def test_a_snippet_is_not_resent_while_unchanged_and_retained(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        fake.script(reply("It sums the lines."), reply("Yes, rounded to cents."))
+        ask = {"message": "How is the invoice total computed with tax?", "textDocument": {"uri": (root / "main.py").as_uri()}}
+        first = await request(client, "margin/chat", ask)
+        assert snippets_of(first)["kept"] >= 1
+        second = await request(client, "margin/chat", {**ask, "message": "Is the invoice total rounded?"})
+        sent = contents(fake.requests[-1]["messages"])
+        assert sent.count("def compute_invoice_total(lines, tax_rate):") == 1  # retained in the history, once
+        assert snippets_of(second)["kept"] == 0
+
+        (root / "billing/invoice.py").write_text(INVOICE.replace("round(", "roundup("))  # a git checkout, say
+        changed(client, root / "billing/invoice.py")
+        fake.script(reply("Now it rounds up."))
+        third = await request(client, "margin/chat", {**ask, "message": "Is the invoice total rounded now?"})
+        sent = contents(fake.requests[-1]["messages"])
+        assert "roundup(" in sent and snippets_of(third)["kept"] >= 1  # changed: sent again
+
+
+async def test_files_created_changed_and_deleted_on_disk_follow_the_watcher_and_gitignore(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        (root / "billing/refunds.py").write_text("def refund_walrus_fee(order):\n    return order.fee\n")
+        (root / "build/walrus.py").write_text("def walrus_fee_copy():\n    pass\n")
+        changed(client, root / "billing/refunds.py", types.FileChangeType.Created)
+        changed(client, root / "build/walrus.py", types.FileChangeType.Created)
+        text = contents((await explain(client, root, "where is the walrus fee refunded?"))["messages"])
+        assert "def refund_walrus_fee(order):" in text and "walrus_fee_copy" not in text
+        (root / "billing/refunds.py").unlink()
+        changed(client, root / "billing/refunds.py", types.FileChangeType.Deleted)
+        text = contents((await explain(client, root, "where is the walrus fee refunded?"))["messages"])
+        assert "refund_walrus_fee" not in text
+
+
+async def test_a_restart_reuses_the_stored_index(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+    stored = list((tmp_path / "db" / "index").glob("*.json.gz"))
+    assert len(stored) == 1
+    (root / "billing/invoice.py").write_text(INVOICE + "\n\ndef invoice_penguin_discount():\n    return 0\n")
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        text = contents((await explain(client, root, "how is the invoice penguin discount computed?"))["messages"])
+        assert "def invoice_penguin_discount():" in text  # changed while Margin was not running: read again

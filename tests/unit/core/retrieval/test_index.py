@@ -1,0 +1,149 @@
+"""The retrieval index: incremental maintenance, export/import, windows, exclusion, the formula."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from margin.core.retrieval import index as index_module
+from margin.core.retrieval.index import WINDOW_LINES, RetrievalIndex
+from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FACT_TYPE, combine
+from margin.core.retrieval.signals import Commit, History, Signals
+
+FILES = {
+    "pkg/client.py": "class Client:\n    def send(self, request):\n        return self.transport.handle(request)\n",
+    "pkg/cookies.py": "class Cookies:\n    def set_cookie(self, name, value):\n        self.jar[name] = value\n",
+    "pkg/redirects.py": "def follow_redirects(response):\n    location = response.headers['location']\n",
+    "tests/test_client.py": "def test_send():\n    client = Client()\n    client.send(request)\n",
+}
+
+
+def build(files=FILES) -> RetrievalIndex:
+    index = RetrievalIndex()
+    for path, text in files.items():
+        index.put(path, text, f"fp:{text}")
+    return index
+
+
+def test_put_is_a_no_op_when_the_fingerprint_is_unchanged():
+    index = build()
+    assert index.put("pkg/client.py", "something else entirely", f"fp:{FILES['pkg/client.py']}") is False
+    assert index.rank_files("cookie")[0][0] == "pkg/cookies.py"
+    assert index.put("pkg/client.py", "cookie cookie cookie", "fp:new") is True
+    assert index.fingerprint("pkg/client.py") == "fp:new"
+
+
+def test_remove_and_membership():
+    index = build()
+    assert len(index) == 4 and "pkg/cookies.py" in index
+    assert index.remove("pkg/cookies.py") is True
+    assert index.remove("pkg/cookies.py") is False
+    assert "pkg/cookies.py" not in index and index.fingerprint("pkg/cookies.py") is None
+    assert all(f != "pkg/cookies.py" for f, _ in index.rank_files("cookie jar"))
+
+
+def test_path_terms_find_a_file_by_its_name():
+    assert build().rank_files("redirects")[0][0] == "pkg/redirects.py"
+
+
+def test_export_import_round_trip_equals_the_original():
+    index = build()
+    reloaded = RetrievalIndex()
+    for path in index.files():
+        assert reloaded.import_file(path, index.fingerprint(path), index.export_file(path)) is True
+    for path in index.files():
+        assert reloaded.export_file(path) == index.export_file(path)
+        assert reloaded.fingerprint(path) == index.fingerprint(path)
+    for query in ("send request", "cookie value", "redirect location", "client"):
+        assert reloaded.search(query) == index.search(query)
+        assert reloaded.rank_files(query) == index.rank_files(query)
+
+
+def test_import_refuses_another_format_version():
+    assert RetrievalIndex().import_file("a.py", "fp", {"v": -1, "lines": 1, "masks": {}}) is False
+
+
+def test_excluded_files_are_never_returned_but_still_count_as_context():
+    index = build()
+    history = History([Commit(2, ("pkg/client.py", "tests/test_client.py"), "Send requests")])
+    signals = Signals(history, active=("pkg/client.py",))
+    hits = index.search("send request client", signals=signals, exclude=("pkg/client.py",))
+    assert hits and all(h.file_id != "pkg/client.py" for h in hits)
+    ranked = index.score_files("send request client", signals=signals, exclude=("pkg/client.py",))
+    assert ranked[0].file_id == "tests/test_client.py" and ranked[0].priority == 1.0
+
+
+def test_windows_cover_the_matching_lines():
+    lines = [f"filler_{i} = {i}" for i in range(200)]
+    lines[150] = "needle_value = compute_needle()"
+    index = RetrievalIndex()
+    index.put("big.py", "\n".join(lines), "fp")
+    hit = index.search("needle")[0]
+    assert hit.file_id == "big.py"
+    assert hit.start_line <= 150 < hit.end_line
+    assert hit.end_line - hit.start_line == WINDOW_LINES
+    short = RetrievalIndex()
+    short.put("short.py", "needle = 1\nother = 2", "fp")
+    assert [(h.start_line, h.end_line) for h in short.search("needle")] == [(0, 2)]
+
+
+def test_two_windows_of_one_file_do_not_overlap():
+    lines = [f"filler_{i} = {i}" for i in range(300)]
+    lines[20] = lines[250] = "needle = 1"
+    index = RetrievalIndex()
+    index.put("big.py", "\n".join(lines), "fp")
+    a, b = index.search("needle", per_file=2)
+    assert a.end_line <= b.start_line or b.end_line <= a.start_line
+    assert {20, 250} == {n for h in (a, b) for n in (20, 250) if h.start_line <= n < h.end_line}
+
+
+def test_the_score_is_the_formula_of_its_components():
+    index = build()
+    history = History([Commit(3, ("pkg/cookies.py",), "Cookie fixes"),
+                       Commit(2, ("pkg/client.py", "pkg/redirects.py"), "Redirects")])
+    signals = Signals(history, active=("pkg/client.py",), edited=("tests/test_client.py",))
+    ranked = index.score_files("cookie send redirect", limit=10, signals=signals)
+    assert max(s.similarity for s in ranked) == 1.0
+    by_file = {s.file_id: s for s in ranked}
+    assert by_file["tests/test_client.py"].priority == 1.0  # edited
+    assert by_file["pkg/redirects.py"].priority == 1.0  # changed with the active file
+    assert by_file["pkg/cookies.py"].priority == 0.0 and by_file["pkg/cookies.py"].recency == 1.0
+    for s in ranked:
+        assert s.type == FACT_TYPE
+        assert abs(s.score - combine(DEFAULT_WEIGHTS, s.similarity, s.priority, s.recency)) < 1e-12
+    assert [s.score for s in ranked] == sorted((s.score for s in ranked), reverse=True)
+    for hit in index.search("cookie send redirect", signals=signals):
+        assert abs(hit.score - combine(DEFAULT_WEIGHTS, hit.similarity, hit.priority, hit.recency)) < 1e-12
+
+
+WORDS = ["alpha", "beta", "gamma_delta", "epsilonZeta", "eta", "theta", "iota", "kappa"]
+texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join), min_size=1, max_size=40).map("\n".join)
+names = st.sampled_from([f"d{i % 3}/f{i}.py" for i in range(8)])
+operations = st.lists(st.one_of(st.tuples(st.just("put"), names, texts), st.tuples(st.just("remove"), names)),
+                      max_size=30)
+QUERIES = ["alpha beta", "gamma delta eta", "epsilon zeta theta", "kappa iota alpha beta eta", "d1 f3"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations)
+def test_an_index_built_incrementally_ranks_exactly_as_one_built_fresh(ops):
+    original_pool = index_module.CANDIDATE_POOL
+    index_module.CANDIDATE_POOL = 1  # exercise the pruning on tiny indexes too
+    try:
+        incremental = RetrievalIndex()
+        final: dict[str, str] = {}
+        for op in ops:
+            if op[0] == "put":
+                incremental.put(op[1], op[2], f"fp:{op[2]}")
+                final[op[1]] = op[2]
+            else:
+                incremental.remove(op[1])
+                final.pop(op[1], None)
+        fresh = build(dict(sorted(final.items(), reverse=True)))
+        assert sorted(incremental.files()) == sorted(final)
+        for query in QUERIES:
+            for limit in (1, 3, 10):
+                assert incremental.rank_files(query, limit=limit) == fresh.rank_files(query, limit=limit)
+            assert incremental.search(query) == fresh.search(query)
+    finally:
+        index_module.CANDIDATE_POOL = original_pool
