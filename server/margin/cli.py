@@ -109,6 +109,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 sys.stdout.write(text)
                 sys.stdout.flush()
 
+            await services.retrieval.indexed(where.text_document)
             outcome = await services.chat.chat(Ask(_message(args), where, uris), on_delta=show)
         except RequestError as error:
             raise CliError(str(error)) from None
@@ -127,6 +128,7 @@ async def _explain(args: argparse.Namespace) -> int:
         services, uris = open_services(app, args.file)
         ask = Ask(_message(args), Where(text_document=uris[0] if uris else None, thread_id=args.thread), uris)
         try:
+            await services.retrieval.indexed(ask.where.text_document)
             prepared = await services.chat.explain(ask, args.profile)
         except RequestError as error:
             raise CliError(str(error)) from None
@@ -160,6 +162,7 @@ async def _edit(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
         services, uris = open_services(app, [args.file])
         ask = Ask(" ".join(args.instruction).strip() or _message(args), Where(text_document=uris[0]), uris)
+        await services.retrieval.indexed(uris[0])
         outcome = await services.editops.propose(ask)
         if not outcome.ops:
             raise CliError(outcome.assistant_message or "the model proposed no change")

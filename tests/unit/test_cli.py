@@ -300,3 +300,13 @@ def test_remember_without_a_usable_database_says_nothing_was_saved(tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert "not a valid SQLite database" in result.stderr
     assert result.stderr.rstrip().endswith("margin: not remembered: the memory could not be saved")
+
+
+def test_explain_waits_for_the_workspace_index_and_shows_relevant_snippets(fake, tmp_path):
+    (tmp_path / "billing.py").write_text("def compute_invoice_total(lines):\n    return sum(lines)\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    result = margin("explain", "--file", "a.py", "--messages", "how is the invoice total computed?",
+                    env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "File billing.py lines 1-2 (python, sha256:" in result.stdout
+    assert "snippets" in result.stdout and "instructions" in result.stdout

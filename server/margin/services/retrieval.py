@@ -90,6 +90,14 @@ class Retrieval:
             for folder in folders:
                 self.folder(folder)
 
+    async def indexed(self, text_document: str | None) -> None:
+        """Until the index of `text_document`'s workspace folder is built (the terminal waits:
+        its one request should see what the editor's would)."""
+        if self.app.settings.current.globals.retrieval:
+            index = self.folder(self.app.workspace.folder_of(text_document))
+            if index is not None and index.scanning is not None and not index.ready:
+                await asyncio.wait([index.scanning])
+
     def touched(self, uri: str) -> None:
         """A file was closed, or changed on disk: read it from disk at the next request."""
         for index in self._folders.values():
