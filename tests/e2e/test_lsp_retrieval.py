@@ -155,3 +155,33 @@ async def test_a_restart_reuses_the_stored_index(fake, tmp_path):
         await ready(client, root)
         text = contents((await explain(client, root, "how is the invoice penguin discount computed?"))["messages"])
         assert "def invoice_penguin_discount():" in text  # changed while Margin was not running: read again
+
+
+def git(root: Path, *args: str) -> None:
+    import subprocess
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
+                   check=True, capture_output=True)
+
+
+async def test_git_history_names_files_their_code_does_not(fake, tmp_path):
+    root = workspace(tmp_path)
+    (root / "pay.py").write_text("def settle(amount):\n    return amount * 2\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "Initial import")
+    (root / "pay.py").write_text("def settle(amount):\n    return round(amount * 2, 2)\n")
+    git(root, "commit", "-qam", "Fix rounding of walrus refunds")
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        text = contents((await explain(client, root, "where are walrus refunds rounded?"))["messages"])
+        assert "File pay.py lines 1-2 (python, sha256:" in text  # found by the commit's subject alone
+
+        (root / "util/helpers.py").write_text(FILLER + "\n")
+        git(root, "commit", "-qam", "Penguin tariffs for helpers")  # HEAD moves: read again, in the background
+        changed(client, root / "util/helpers.py")
+        await explain(client, root, "penguin tariffs")
+        await ready(client, root)
+        while any(n.startswith("git history") for n in (await request(client, "margin/status", {}))["background"]):
+            await asyncio.sleep(0.05)
+        text = contents((await explain(client, root, "where are the penguin tariffs?"))["messages"])
+        assert "File util/helpers.py lines " in text

@@ -116,7 +116,9 @@ class Retrieval:
             return []
         started = time.perf_counter()
         self._refresh(index)
-        await self._read_history(index)
+        if (head := _head_moved(index.root)) != index.head:  # a commit or checkout since: read it anew
+            index.head = head
+            self.app.run_in_background(self._read_history(index, head), f"git history {index.folder}")
         file_id = self.app.workspace.file_id
         mine = [f for f in self.app.files.files() if f.uri.startswith(index.folder.rstrip("/") + "/")]
         active = [file_id(text_document)] if text_document else []
@@ -149,12 +151,9 @@ class Retrieval:
             index.index.put(file_id, text, fingerprint(text))
             index.disk[file_id] = (stat.st_size, stat.st_mtime_ns)
 
-    async def _read_history(self, index: FolderIndex) -> None:
-        head = _head_moved(index.root)
-        if head is None or head == index.head:
-            return
-        index.head = head
-        index.history = await _git_history(index.root)
+    @staticmethod
+    async def _read_history(index: FolderIndex, head: float | None) -> None:
+        index.history = await _git_history(index.root) if head is not None else None
 
     async def _scan(self, index: FolderIndex) -> None:
         started = time.perf_counter()
@@ -162,7 +161,8 @@ class Retrieval:
         fresh, disk, reused = await asyncio.to_thread(_build, index.root, stored)
         index.index, index.disk, index.ready = fresh, disk, True
         log.info("index ready files=%d reused=%d ms=%.0f", len(fresh), reused, (time.perf_counter() - started) * 1000)
-        await self._read_history(index)
+        index.head = _head_moved(index.root)
+        await self._read_history(index, index.head)
         if stored is not None:
             await asyncio.to_thread(_save, stored, index.folder, fresh, disk)
 
