@@ -8,7 +8,14 @@ Targets:
   <= 50 ms on the 10,000-file index;
 - reloading every file from its stored form (`json.loads` of each file's stored JSON +
   `import_file`) <= 1/4 of building the index with `put` from the texts (both timed side by
-  side, twice, medians).
+  side, twice, medians);
+- memory of one index of the 10,000-file workspace <= 350 MB, the larger of two measures: the
+  growth of the process's resident size (VmRSS, after `gc.collect()`) while building it (this
+  includes the allocator's fragmentation and the tokeniser's word cache, but can understate if
+  the allocator reuses memory freed earlier), and the sum of `sys.getsizeof` over every object
+  reachable from the index (exact for the objects, without allocator overhead);
+- its store, as the server writes it (`services/retrieval.py`: one JSON document of every
+  file's `export_file` with its size, mtime and fingerprint, gzipped at level 3) <= 40 MB.
 
 The generated workspace is deterministic (seeded RNG): 10,000 Python-like files whose sizes
 follow a log-normal law (mean ~150 lines, a few thousand-line files), under nested package
@@ -26,6 +33,8 @@ newest commit of /work/shared/data/httpx.bundle (cloned to a temporary directory
 from __future__ import annotations
 
 import argparse
+import gc
+import gzip
 import json
 import random
 import statistics
@@ -33,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +52,7 @@ from timing import interleaved, verdict  # noqa: E402
 
 from margin.core.retrieval import GIT_LOG_ARGS, Commit, History, RetrievalIndex, Signals, parse_git_log  # noqa: E402
 
-QUERY_MS, UPDATE_MS, RELOAD_RATIO = 20.0, 50.0, 0.25
+QUERY_MS, UPDATE_MS, RELOAD_RATIO, INDEX_MB, STORE_MB = 20.0, 50.0, 0.25, 350.0, 40.0
 
 WORDS = """
 request response client server connection session header body content stream buffer chunk
@@ -141,12 +151,19 @@ def median_ms(runs: list[float]) -> float:
 def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: list[str],
             changed: str, edits: int = 15) -> None:
     print(f"\n{label}: {len(texts):,} files, {sum(t.count(chr(10)) for t in texts.values()):,} lines")
+    gc.collect()
+    rss_before = rss_mb()
     index = RetrievalIndex()
     started = time.perf_counter()
     for path, text in texts.items():
         index.put(path, text, str(hash(text)))
     build = time.perf_counter() - started
     print(f"  build (put every file): {build:.2f} s")
+    gc.collect()
+    grown, objects = rss_mb() - rss_before, deep_size(index) / 1e6
+    resident = max(grown, objects)
+    print(f"  memory of the index: {grown:.0f} MB resident growth while building it, {objects:.0f} MB of "
+          f"objects reachable from it; target <= {INDEX_MB:.0f} MB: {verdict(resident <= INDEX_MB)}")
 
     history = History(commits)
     started = time.perf_counter()
@@ -187,6 +204,14 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
 
     stored = {path: (index.fingerprint(path), json.dumps(index.export_file(path))) for path in texts}
     size = sum(len(data) for _, data in stored.values())
+    store = gzip.compress(json.dumps({"version": 1, "folder": "file:///workspace", "files": {
+        path: {"size": len(texts[path]), "mtime_ns": 1_700_000_000_000_000_000 + n,
+               "fingerprint": index.fingerprint(path), "data": index.export_file(path)}
+        for n, path in enumerate(texts)}}).encode(), compresslevel=3)
+    print(f"  stored index, gzipped as the server writes it: {len(store) / 1e6:.1f} MB "
+          f"({size / 1e6:.1f} MB of JSON before gzip), target <= {STORE_MB:.0f} MB: "
+          f"{verdict(len(store) / 1e6 <= STORE_MB)}")
+    del store
 
     def build_all() -> RetrievalIndex:
         fresh = RetrievalIndex()
@@ -208,6 +233,36 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
           f"{times['build']:.2f} s to build (side by side, median of 2) = {ratio:.2f}x, target <= "
           f"{RELOAD_RATIO}x: {verdict(ratio <= RELOAD_RATIO)}; same rankings as the built index: {same}")
     print(f"  process memory after: {peak_rss_mb():.0f} MB peak RSS")
+
+
+def rss_mb() -> float:
+    """The process's resident size now (Linux: /proc/self/status)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def deep_size(root: object) -> int:
+    """`sys.getsizeof` summed over every object reachable from `root`, each counted once
+    (classes, functions and modules excluded)."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+        if isinstance(obj, dict):  # a dict with str keys reports only its values as referents
+            stack.extend(obj)
+    return total
 
 
 def peak_rss_mb() -> float:

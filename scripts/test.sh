@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need (Margin with its test tools, the local model server, the
-# VS Code extension and a real VS Code with headless Chromium) and runs the whole suite: unit
-# tests, LSP end-to-end tests, the real llama.cpp, Neovim and VS Code tests. Extra arguments go to pytest. Exits non-zero on any failure, skip, or when no
+# VS Code extension and a real VS Code with headless Chromium, Emacs with eglot) and runs the whole
+# suite: unit tests, LSP end-to-end tests, the real llama.cpp, Neovim, VS Code and Emacs tests. Extra arguments go to pytest. Exits non-zero on any failure, skip, or when no
 # test ran (pytest's exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/install-model-server.sh >/dev/null
 bash scripts/install-vscode-tools.sh >/dev/null
+bash scripts/install-emacs.sh >/dev/null
 bash scripts/build-vscode-extension.sh >/dev/null
 exec .venv/bin/python -m pytest "$@"

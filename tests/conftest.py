@@ -15,6 +15,7 @@ from typing import Iterator, Sequence
 import httpx
 import pytest
 
+from tests import log_secrets
 from tests.fakes.fake_openai import FakeBackend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,8 +33,23 @@ def clean_env(**overrides: str) -> dict[str, str]:
     server under test sees only what the test gives it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MARGIN_")}
     env["MARGIN_LOG_LEVEL"] = overrides.pop("MARGIN_LOG_LEVEL", "INFO")
+    # Every profile sends a (fake) API key, which the logs must never show (log_secrets).
+    env[log_secrets.API_KEY_ENV] = log_secrets.API_KEY
+    env["MARGIN_DEFAULTS_API_KEY_ENV"] = log_secrets.API_KEY_ENV
     env.update(overrides)
+    if "MARGIN_LOG_FILE" in env:
+        log_secrets.watch_file(env["MARGIN_LOG_FILE"])
     return env
+
+
+@pytest.fixture(autouse=True)
+def logs_hold_no_secrets():
+    """Fail a test whose Margin processes logged any of the text it sent them (tests/log_secrets.py)."""
+    log_secrets.begin()
+    yield
+    found = log_secrets.end()
+    if found:
+        pytest.fail("Margin's log holds secret text:\n" + "\n".join(found), pytrace=False)
 
 
 @pytest.fixture

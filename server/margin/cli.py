@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="margin", description="Margin from the terminal.")
     parser.add_argument("--version", action="version", version=f"margin {__version__}")
     parser.add_argument("--settings", metavar="FILE", help="JSON settings (the editor's `margin` section)")
-    parser.add_argument("--log-level", default="WARNING", help="log level for stderr (default WARNING)")
+    parser.add_argument("--log-level", default=None,
+                        help="log level for stderr (default WARNING; also MARGIN_LOG_LEVEL, MARGIN_LOG_FILE)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor = commands.add_parser(
         "doctor", help="check every profile: backend reachable, context window, tokenizer"
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    logs.configure(args.log_level)
+    logs.configure(args.log_level or os.environ.get("MARGIN_LOG_LEVEL") or "WARNING")
     try:
         return asyncio.run(args.run(args))
     except CliError as error:

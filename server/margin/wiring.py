@@ -1,25 +1,39 @@
-"""The composition root: real adapters plugged into the services."""
+"""The composition root: real adapters plugged into the services. The adapters (httpx,
+aiosqlite) are imported when first used, not when the app is built (margin.deferred)."""
 
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
-from margin.adapters.llama_tokens import LlamaCppCounter
-from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
-from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin import deferred
 from margin.services.app import MarginApp
+
+if TYPE_CHECKING:
+    from margin.adapters.llama_tokens import LlamaCppCounter
+    from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
+    from margin.adapters.sqlite_store import SQLiteThreadStore
+
+openai_http = deferred.module("margin.adapters.openai_http")
+llama_tokens = deferred.module("margin.adapters.llama_tokens")
+sqlite_store = deferred.module("margin.adapters.sqlite_store")
 
 
 def make_provider(base_url: str, timeout_s: float, api_key: str | None,
                   on_request: RequestObserver | None = None) -> OpenAICompatibleProvider:
-    return OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key, on_request=on_request)
+    return openai_http.OpenAICompatibleProvider(base_url, timeout_s=timeout_s, api_key=api_key,
+                                                on_request=on_request)
 
 
 def make_llama_counter(base_url: str, timeout_s: float) -> LlamaCppCounter:
-    return LlamaCppCounter(base_url, timeout_s=timeout_s)
+    return llama_tokens.LlamaCppCounter(base_url, timeout_s=timeout_s)
+
+
+def make_store(path: Path) -> SQLiteThreadStore:
+    return sqlite_store.SQLiteThreadStore(path)
 
 
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
-    return MarginApp.create(make_provider, make_llama_counter, SQLiteThreadStore,
+    return MarginApp.create(make_provider, make_llama_counter, make_store,
                             os.environ if environ is None else environ)

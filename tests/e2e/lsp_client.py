@@ -13,6 +13,7 @@ from pygls.protocol import JsonRPCResponseMessage
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
+from tests import log_secrets
 from tests.conftest import clean_env
 
 UTF16_CLIENT = types.ClientCapabilities(
@@ -73,15 +74,24 @@ async def margin_client(
     folders: tuple[Path, ...] = (),
     shutdown: bool = True,
     configuration: dict[str, Any] | None = None,
+    command: tuple[str, ...] = ("-m", "margin.lsp.main"),
 ) -> AsyncIterator[LanguageClient]:
     """`configuration` is what the client answers to workspace/configuration (section margin);
-    `folders` are the workspace folders (sent as workspaceFolders, beside `root`)."""
+    `folders` are the workspace folders (sent as workspaceFolders, beside `root`); `command`
+    is what Python runs (e.g. tests/e2e/sqlite_faults.py, the server with a fault injected)."""
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "margin.lsp.main", *args],
+        server_command=[sys.executable, *command, *args],
         client_factory=_client,
         server_env=clean_env(**(env or {})),
     )
     client = await config.start()
+    # Keep the server's stderr (its log) for tests.log_secrets: this reader replaces
+    # pytest-lsp's forwarder (not yet run), and reads to the end, after stop().
+    client._stderr_forwarder.cancel()
+    client._stderr_forwarder = None
+    stderr = log_secrets.collect(client._server.stderr, f"the stderr of margin-lsp {client._server.pid}")
+    if "--log-file" in args:
+        log_secrets.watch_file(args[args.index("--log-file") + 1])
     if configuration is not None:
         client.set_configuration(configuration, section="margin")
     exited = False
@@ -104,13 +114,16 @@ async def margin_client(
         if not exited and client._server is not None and client._server.returncode is None:
             client._server.kill()
         await client.stop()
+        await log_secrets.drain(stderr)
 
 
 async def request(client: LanguageClient, method: str, params: Any = None) -> Any:
+    log_secrets.secret_params(params)
     return await client.protocol.send_request_async(method, params if params is not None else {})
 
 
 def open_doc(client: LanguageClient, uri: str, text: str, version: int = 1, language: str = "python") -> None:
+    log_secrets.secret(text)
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text))
     )
@@ -119,6 +132,7 @@ def open_doc(client: LanguageClient, uri: str, text: str, version: int = 1, lang
 def change_doc(client: LanguageClient, uri: str, version: int, *changes: tuple[tuple[int, int, int, int] | None, str]) -> None:
     events: list[Any] = []
     for span, text in changes:
+        log_secrets.secret(text)
         if span is None:
             events.append(types.TextDocumentContentChangeWholeDocument(text=text))
         else:
@@ -134,6 +148,7 @@ def change_doc(client: LanguageClient, uri: str, version: int, *changes: tuple[t
 def cancellable(client: LanguageClient, method: str, params: Any) -> tuple[asyncio.Future[Any], Any]:
     """Send a request; return its future and a function that sends $/cancelRequest for it
     (cancelling the future alone tells the server nothing)."""
+    log_secrets.secret_params(params)
     before = set(client.protocol._request_futures)
     future = asyncio.wrap_future(client.protocol.send_request(method, params))
     (msg_id,) = set(client.protocol._request_futures) - before

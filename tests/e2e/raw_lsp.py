@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any, AsyncIterator, Callable
 
+from tests import log_secrets
 from tests.conftest import clean_env
 
 Answer = Callable[[dict[str, Any]], Any]
@@ -84,6 +85,7 @@ class RawClient:
         self.process.stdin.write(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
     def send_request(self, method: str, params: Any = None) -> tuple[int, asyncio.Future[Any]]:
+        log_secrets.secret_params(params)
         msg_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = future
@@ -102,6 +104,8 @@ class RawClient:
         return response.get("result")
 
     def notify(self, method: str, params: Any = None) -> None:
+        if method in ("textDocument/didOpen", "textDocument/didChange"):
+            log_secrets.secret_params(params)
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def cancel(self, msg_id: int) -> None:
@@ -118,7 +122,8 @@ async def raw_client(env: dict[str, str], *, capabilities: dict[str, Any], root_
                      initialization_options: Any = None) -> AsyncIterator[RawClient]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "margin.lsp.main", stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=clean_env(**env))
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(**env))
+    stderr = log_secrets.collect(process.stderr, f"the stderr of margin-lsp {process.pid}", forward=False)
     client = RawClient(process)
     try:
         client.init_result = await client.request("initialize", {
@@ -134,3 +139,4 @@ async def raw_client(env: dict[str, str], *, capabilities: dict[str, Any], root_
             process.kill()
             await process.wait()
         client._reader.cancel()
+        await log_secrets.drain(stderr)

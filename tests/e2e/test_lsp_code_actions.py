@@ -13,8 +13,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from margin.core.vfs import VirtualFile
+from margin.lsp.handlers.code_actions import COMMAND_ANSWER_S
 from tests.conftest import until
-from tests.e2e.lsp_client import cancellable, change_doc, margin_client, open_doc, request
+from tests.e2e.lsp_client import cancellable, change_doc, margin_client, open_doc, request, status
 from tests.e2e.test_lsp_editops import apply_text_edits
 from tests.fakes.fake_openai import reply
 
@@ -174,6 +175,38 @@ async def test_clients_that_cannot_resolve_edits_get_a_command_that_applies_the_
     (change,) = applied.edit.document_changes
     assert change.text_document.version == 5
     assert apply_text_edits(TEXT, change.edits) == "import os  # 😀\n\n" + ITERATIVE + "\nprint(total(3))\n"
+
+
+async def test_a_slow_model_gets_the_command_answered_pending_and_its_edit_applied_when_done(fake, tmp_path):
+    """Editors wait for a command's answer with a limit of their own (eglot: 10 s, Emacs blocked
+    meanwhile): past COMMAND_ANSWER_S the command answers `pending`, and the edit is applied when
+    the model is done; a failure then is shown to the user."""
+    late = COMMAND_ANSWER_S + 3
+    fake.script(reply(json.dumps({"replacement": ITERATIVE}), delay_s=late), reply("no JSON", delay_s=late))
+    async with start(fake, tmp_path, capabilities=PLAIN) as client:
+        open_doc(client, A, TEXT, version=5)
+        (comment, *_) = await actions(client)
+        started = asyncio.get_running_loop().time()
+        result = await lsp(client, "workspace/executeCommand", comment["command"], types.ExecuteCommandParams)
+        answered_after = asyncio.get_running_loop().time() - started
+        assert result == {"applied": False, "pending": True}
+        assert client.applied_edits == [] and len(fake.requests) == 1  # the model is still working
+        assert answered_after < late
+        assert (await status(client))["background"] == ["edit selection"]
+        await until(lambda: len(client.applied_edits) == 1, timeout=late + 30)
+        (change,) = client.applied_edits[0].edit.document_changes
+        assert change.text_document.version == 5
+        assert apply_text_edits(TEXT, change.edits) == "import os  # 😀\n\n" + ITERATIVE + "\nprint(total(3))\n"
+
+        # The model's answer is unusable: nothing is applied, and the user is told why.
+        result = await lsp(client, "workspace/executeCommand", comment["command"], types.ExecuteCommandParams)
+        assert result == {"applied": False, "pending": True}
+        await until(lambda: client.messages, timeout=late + 30)
+        (told,) = client.messages  # only this: the applied edit needed no message
+        assert told.type == types.MessageType.Warning
+        assert told.message == "Margin: Nothing was changed: the model did not answer with valid JSON. Try again."
+        assert len(client.applied_edits) == 1
+        assert (await status(client))["background"] == []
 
 
 async def test_the_edit_profile_turned_off_offers_nothing(fake, tmp_path):

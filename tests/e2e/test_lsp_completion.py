@@ -1,7 +1,8 @@
 """Inline completion through the real margin-lsp process against the loopback fake backend:
 the item and its range in both position encodings, cancellation and supersession aborting the
 HTTP call, outdated versions and the cache answered without a model call, the completion-menu
-fallback, every route's exact request shape, unsupported routes remembered, and failures that
+fallback (advertised by a pre-read of the settings, caught up with them once validated), every
+route's exact request shape, unsupported routes remembered, and failures that
 give an empty answer and a log line, never an error."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from lsprotocol import types
 
 from tests.conftest import until
 from tests.e2e.lsp_client import UTF8_CLIENT, UTF16_CLIENT, cancellable, change_doc, margin_client, open_doc, request
+from tests.e2e.raw_lsp import raw_client
 from tests.fakes.fake_openai import FakeBackend, hang, reply, status
 
 WS = "file:///ws"
@@ -196,6 +198,59 @@ async def test_the_completion_menu_is_registered_when_turned_on_later(fake, tmp_
             types.DidChangeConfigurationParams(settings={"margin": {"completionMenu": True}}))
         await until(lambda: registrations)
     assert [(r.id, r.method) for r in registrations] == [("margin.completionMenu", "textDocument/completion")]
+
+
+async def test_an_invalid_completion_menu_is_not_advertised_and_is_told_at_initialized(fake, tmp_path):
+    # `initialize` reads completionMenu before the settings are validated (right after the reply).
+    async with start(fake, tmp_path, init_options={"margin": {"completionMenu": "maybe"}}) as client:
+        assert client.init_result.capabilities.completion_provider is None
+        await client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
+        message = client.messages[-1]
+        assert message.type == types.MessageType.Error
+        assert "completionMenu" in message.message and "'maybe'" in message.message
+        assert "(from initializationOptions)" in message.message and "Keeping the last good settings" in message.message
+
+
+DYNAMIC = {"workspace": {"configuration": False}, "textDocument": {"completion": {"dynamicRegistration": True}}}
+
+
+async def test_where_the_validated_settings_turn_the_menu_on_after_all_it_is_registered_at_initialized(fake, tmp_path):
+    """The pre-read at `initialize` takes MARGIN_COMPLETION_MENU=false; validated, the environment
+    is rejected whole (another variable is invalid), and initializationOptions turn the menu on."""
+    fake.script(hole("ax(values)"))
+    environ = env_for(fake, tmp_path, MARGIN_COMPLETION_MENU="false", MARGIN_CHAT_TIMEOUT_S="-5")
+    # The environment's other settings are rejected with it: these come in initializationOptions.
+    init = {"completionMenu": True, "database": environ["MARGIN_DATABASE"],
+            "defaults": {"baseUrl": fake.base_url, "tokenizer": environ["MARGIN_DEFAULTS_TOKENIZER"]}}
+    async with raw_client(environ, capabilities=DYNAMIC, initialization_options=init) as client:
+        assert "completionProvider" not in client.init_result["capabilities"]
+        await until(lambda: any(m["method"] == "client/registerCapability" for m in client.server_requests)
+                    and any(m["method"] == "window/showMessage" for m in client.notifications))
+        (registration,) = [r for m in client.server_requests if m["method"] == "client/registerCapability"
+                           for r in m["params"]["registrations"]]
+        assert (registration["id"], registration["method"]) == ("margin.completionMenu", "textDocument/completion")
+        (shown,) = [m for m in client.notifications if m["method"] == "window/showMessage"]
+        assert "MARGIN_CHAT_TIMEOUT_S" in shown["params"]["message"]
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": A, "languageId": "python", "version": 1,
+                                                                "text": "values = [3, 1]\nbiggest = m)\n"}})
+        result = await client.request(types.TEXT_DOCUMENT_COMPLETION,
+                                      {"textDocument": {"uri": A}, "position": {"line": 1, "character": 11}})
+    assert [item["textEdit"]["newText"] for item in result["items"]] == ["max(values"]
+
+
+async def test_where_the_validated_settings_turn_an_advertised_menu_off_it_answers_nothing(fake, tmp_path):
+    """initializationOptions turn the menu on, read so at `initialize`; validated, they are
+    rejected whole (another value is invalid): completion stays advertised, and answers nothing."""
+    init = {"completionMenu": True, "chat": {"temperature": "hot"}}
+    async with start(fake, tmp_path, init_options=init) as client:
+        assert client.init_result.capabilities.completion_provider is not None
+        await client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
+        assert "chat.temperature" in client.messages[-1].message
+        open_doc(client, A, "values = [3, 1]\nbiggest = m)\n")
+        result = await ask(client, types.TEXT_DOCUMENT_COMPLETION,
+                           {"textDocument": {"uri": A}, "position": {"line": 1, "character": 11}})
+    assert result == {"isIncomplete": True, "items": []}
+    assert fake.requests == []
 
 
 async def test_failures_answer_empty_with_a_log_line_never_an_error(fake, tmp_path):

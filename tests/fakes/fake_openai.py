@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from tests import log_secrets
+
 
 @dataclass
 class Step:
@@ -48,6 +50,7 @@ class Step:
 def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None,
           chunk_size: int = 4, delay_s: float = 0.0, chunk_delay_s: float = 0.0) -> Step:
     """A normal reply; streamed in `chunk_size`-character pieces when the request streams."""
+    log_secrets.secret(content)
     pieces = [content[i : i + chunk_size] for i in range(0, len(content), chunk_size)] or [""]
     return Step("reply", content=content, chunks=pieces, finish_reason=finish_reason,
                 usage=usage, delay_s=delay_s, chunk_delay_s=chunk_delay_s)
@@ -67,6 +70,7 @@ def stream(chunks: list[str], *, finish_reason: str | None = "stop", chunk_delay
            usage: dict[str, int] | None = None) -> Step:
     """An SSE stream of `chunks`. `cut_after=n` drops the connection after n chunks, mid-body;
     `finish_reason=None, send_done=False` ends the body cleanly but without finishing."""
+    log_secrets.secret("".join(chunks))
     return Step("stream", chunks=chunks, finish_reason=finish_reason, chunk_delay_s=chunk_delay_s,
                 cut_after=cut_after, send_done=send_done, usage=usage)
 

@@ -7,13 +7,21 @@ import subprocess
 import sys
 
 from margin import __version__
+from tests import log_secrets
 from tests.conftest import clean_env
 from tests.fakes.fake_openai import reply, status
 
 
+def cli_env(**env: str) -> dict[str, str]:
+    """The command's environment; its log goes to a file that tests.log_secrets checks (its
+    stderr is the user's, and may rightly show what they typed or the model said)."""
+    return clean_env(XDG_CONFIG_HOME="/nonexistent", MARGIN_LOG_FILE=log_secrets.new_log_file(), **env)
+
+
 def margin(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
+    log_secrets.secret(args)
     return subprocess.run([sys.executable, "-m", "margin.cli", *args], capture_output=True, text=True,
-                          env=clean_env(XDG_CONFIG_HOME="/nonexistent", **(env or {})), cwd=cwd, timeout=60)
+                          env=cli_env(**(env or {})), cwd=cwd, timeout=60)
 
 
 def test_version():
@@ -160,9 +168,10 @@ def test_recall_prints_what_a_pointer_stood_for_and_whether_the_file_changed(fak
 
 
 def test_chat_reads_the_message_from_standard_input(fake, tmp_path):
+    log_secrets.secret("piped question")
     result = subprocess.run([sys.executable, "-m", "margin.cli", "chat"], input="piped question\n",
                             capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                            env=clean_env(XDG_CONFIG_HOME="/nonexistent", **chat_env(fake, tmp_path)))
+                            env=cli_env(**chat_env(fake, tmp_path)))
     assert result.returncode == 0 and fake.requests[0]["messages"][-1]["content"] == "piped question"
 
 
@@ -278,7 +287,7 @@ def test_remember_memories_forget_in_this_folder_and_everywhere(tmp_path):
 
 
 def test_remember_reads_standard_input_and_refuses_what_it_cannot_keep(tmp_path):
-    env = clean_env(XDG_CONFIG_HOME="/nonexistent", MARGIN_DATABASE=str(tmp_path / "t.db"))
+    env = cli_env(MARGIN_DATABASE=str(tmp_path / "t.db"))
     piped = subprocess.run([sys.executable, "-m", "margin.cli", "remember"], input="line one\nline two\n",
                            capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
     assert piped.returncode == 0, piped.stderr

@@ -22,6 +22,12 @@ def test_neovim_snippets_are_the_ones_the_neovim_test_runs():
         assert f"```lua\n{snippet(name)}\n```" in README, name
 
 
+def test_the_emacs_snippet_is_the_one_the_emacs_test_runs():
+    init = (REPO / "tests" / "e2e" / "emacs" / "init.el").read_text(encoding="utf-8")
+    body = "\n".join(line for line in init.splitlines() if not line.startswith(";;;")).strip()
+    assert f"```elisp\n{body}\n```" in README
+
+
 def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     block = re.search(r"## Quick start.*?```sh\n(.*?)```", README, re.S).group(1)
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]

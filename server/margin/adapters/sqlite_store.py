@@ -19,7 +19,7 @@ import aiosqlite
 
 from margin.core import memories
 from margin.core.memories import Memory
-from margin.core.threads import Message, NewMessage, StoreUnavailable, Thread
+from margin.core.threads import Message, NewMessage, StoreContents, StoreUnavailable, Thread
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,9 @@ def _explain(path: Path, error: Exception) -> str:
     elif "readonly" in text or "read-only" in text or "permission" in text or "unable to open" in text:
         why = "it cannot be written"
         fix = "check the file's and its folder's permissions, or set a different database path"
+    elif "full" in text:
+        why = "the disk it is on is full (or the file has reached its size limit)"
+        fix = "free some space on that disk, or set a different database path"
     elif "not a database" in text or "malformed" in text or "corrupt" in text:
         why = "it is not a valid SQLite database (damaged?)"
         fix = "move the file aside (Margin will start a new one), or set a different database path"
@@ -173,7 +176,8 @@ class SQLiteThreadStore:
                 yield db
                 await db.execute("COMMIT")
             except BaseException:
-                await db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite itself rolls back on SQLITE_FULL, IOERR, NOMEM
+                    await db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as error:
             raise StoreUnavailable(_explain(self.path, error)) from None
@@ -266,6 +270,12 @@ class SQLiteThreadStore:
         return len(stale)
 
     _MEMORY_COLUMNS = "id, text, scope, workspace, created_at"
+
+    async def export(self) -> StoreContents:
+        threads = [self._thread(row) for row in await self._read(f"SELECT {self._THREAD_COLUMNS} FROM threads")]
+        rows = await self._read(f"SELECT {self._MEMORY_COLUMNS} FROM memories ORDER BY id")
+        return StoreContents(threads, {t.id: await self.messages(t.id) for t in threads},
+                             [Memory(str(row[0]), row[1], row[2], row[3], row[4]) for row in rows])
 
     async def add_memory(self, text: str, scope: str, workspace: str) -> Memory:
         text, valid_scope, workspace = memories.checked(text, scope, workspace)

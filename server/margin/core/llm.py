@@ -84,6 +84,13 @@ class ChatReply:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+def joined(pieces: Sequence[str]) -> str:
+    """The pieces of a streamed reply as one text: a surrogate pair split across two pieces (JSON
+    `\\ud83d` escapes) joined again, a lone surrogate replaced by U+FFFD — what is stored and
+    shown must be valid Unicode (SQLite refuses it otherwise)."""
+    return "".join(pieces).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 @dataclass(frozen=True, slots=True)
 class ChatDelta:
     """A piece of a streamed reply. The last delta of a stream carries `finish_reason` (and

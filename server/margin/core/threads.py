@@ -64,6 +64,15 @@ class Message(NewMessage):
                    id=id, thread_id=thread_id, created_at=created_at)
 
 
+@dataclass(frozen=True)
+class StoreContents:
+    """Everything a store holds: what the memory store takes over when the database fails."""
+
+    threads: list[Thread]
+    messages: dict[str, list[Message]]
+    memories: list[Memory]
+
+
 class StoreUnavailable(RuntimeError):
     """The store cannot be used (locked, read-only, corrupt, unreadable). The message says
     which file and why, for a person."""
@@ -107,6 +116,9 @@ class ThreadStore(Protocol):
     async def list_memories(self, workspace: str) -> list[Memory]:
         """The memories of `workspace` and the global ones, newest first."""
 
+    async def export(self) -> StoreContents:
+        """Every thread with its messages, and every memory."""
+
 
 class MemoryThreadStore:
     """A ThreadStore in memory."""
@@ -117,6 +129,21 @@ class MemoryThreadStore:
         self._ids = itertools.count(1)
         self._memories: dict[str, Memory] = {}
         self._memory_ids = itertools.count(1)
+
+    @classmethod
+    def holding(cls, contents: StoreContents) -> MemoryThreadStore:
+        """A memory store that starts with `contents` (ids kept; new ones follow them)."""
+        store = cls()
+        store._threads = {t.id: t for t in contents.threads}
+        store._messages = {t.id: list(contents.messages.get(t.id, [])) for t in contents.threads}
+        store._memories = {m.id: m for m in contents.memories}
+        store._ids = itertools.count(1 + max((m.id for found in store._messages.values() for m in found), default=0))
+        store._memory_ids = itertools.count(1 + max((int(m) for m in store._memories), default=0))
+        return store
+
+    async def export(self) -> StoreContents:
+        return StoreContents(list(self._threads.values()), {k: list(v) for k, v in self._messages.items()},
+                             list(self._memories.values()))
 
     async def open(self) -> None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from margin import __version__, logs
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logs.configure(args.log_level, args.log_file)
+    # pydantic looks for plugins in every installed package's metadata before its first model;
+    # Margin uses none (a plugin would see the documents and settings Margin validates), and the
+    # search costs start-up time (benchmarks/bench_startup.py). One set explicitly is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
     from margin.lsp.server import create_server
     from margin.wiring import build_app

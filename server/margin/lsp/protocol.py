@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
+from cattrs.errors import BaseValidationError
+from cattrs.v import transform_error
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcRequestCancelled
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcRequestCancelled,
+)
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
@@ -95,6 +103,69 @@ class ClientWriter:
             return None
 
 
+_PATH_PART = re.compile(r"\.([A-Za-z_]\w*)|\[(\d+)\]")
+_OUT_OF_RANGE = re.compile(r"^\w+\.(\w+) (should be in range \[[-\d]+:\d+\])")
+
+
+MAX_PROBLEMS = 10
+"""problems named in one InvalidParams message (a string where a list was expected can make
+one per character)"""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole_characters(value: Any) -> Any:
+    """A string with lone surrogates as U+FFFD; a list with its strings (at any depth; objects
+    are done by the hook) so, in place."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    lists = [value]
+    while lists:
+        items = lists.pop()
+        for index, item in enumerate(items):
+            if isinstance(item, str) and _LONE_SURROGATE.search(item):
+                items[index] = _LONE_SURROGATE.sub("\ufffd", item)
+            elif isinstance(item, list):
+                lists.append(item)
+    return value
+
+
+def _camel(name: str) -> str:
+    """A field's name on the wire (lsprotocol's own renaming of its attributes)."""
+    parts = name.removesuffix("_").split("_")
+    return parts[0] + "".join(p.title() for p in parts[1:])
+
+
+def unreadable_fields(error: Exception) -> str:
+    """Why lsprotocol could not read a message's params, each problem named by its field's
+    path on the wire (`range.start.line: should be in range [0:2147483647]`)."""
+    if not isinstance(error, BaseValidationError):
+        return f"params: could not be read ({type(error).__name__})"
+    out_of_range = list(_out_of_range(error))
+    problems = []
+    lines = transform_error(error)
+    for line in lines[:MAX_PROBLEMS]:
+        what, _, where = line.rpartition(" @ ")
+        path = [_camel(name) if name else index for name, index in _PATH_PART.findall(where.removeprefix("$"))]
+        if path[:1] == ["params"]:
+            path = path[1:]
+        if what == "invalid value" and out_of_range:  # a validator's: lsprotocol's integer ranges
+            field, what = out_of_range.pop(0)
+            path.append(_camel(field))
+        problems.append(f"{'.'.join(path) or 'params'}: {what}")
+    if len(lines) > MAX_PROBLEMS:
+        problems.append(f"and {len(lines) - MAX_PROBLEMS} more")
+    return "; ".join(problems)
+
+
+def _out_of_range(error: BaseException) -> Iterator[tuple[str, str]]:
+    """The field and the rule of each range check that failed, in the order cattrs lists them."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _out_of_range(inner)
+    elif isinstance(error, ValueError) and (found := _OUT_OF_RANGE.match(str(error))) is not None:
+        yield found.group(1), found.group(2)
+
+
 class MarginProtocol(LanguageServerProtocol):
     """pygls' protocol with Margin's position-encoding choice, without pygls' own copy of open
     documents, quiet when the client goes away, and with metadata-only logs of failed requests."""
@@ -112,6 +183,52 @@ class MarginProtocol(LanguageServerProtocol):
     def _client_gone(self) -> None:
         log.info("the client closed the connection; stopping")
         self._server.shutdown()
+
+    # --- reading each message ------------------------------------------------------------------
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """json.loads' object hook, called for every JSON object of a message, innermost first:
+        everything stays plain JSON here, and `handle_message` reads the message as a whole — so
+        an object inside params that looks like a JSON-RPC message is data, not a message.
+
+        JSON can carry half a UTF-16 surrogate pair; UTF-8 (HTTP bodies, SQLite, files) cannot.
+        Margin reads one as U+FFFD, as editors write it to disk: one UTF-16 unit and three UTF-8
+        bytes either way, so no position moves."""
+        for key, value in data.items():
+            if isinstance(value, (str, list)):
+                data[key] = _whole_characters(value)
+        if any(_LONE_SURROGATE.search(key) for key in data):
+            return {_whole_characters(key): value for key, value in data.items()}
+        return data
+
+    def handle_message(self, message: Any) -> None:
+        """A message read whole. Params lsprotocol cannot read (wrong types, missing fields, out
+        of range) answer a request with InvalidParams naming the fields, and drop a notification
+        with one log line; pygls would log a traceback and leave the request unanswered."""
+        if not isinstance(message, dict) or "jsonrpc" not in message:
+            log.warning("ignoring a message that is not JSON-RPC")
+            return
+        method = message.get("method")
+        message_type = self.get_message_type(method) if isinstance(method, str) else None
+        if message_type is None or "error" in message:
+            super().handle_message(super().structure_message(message))
+            return
+        try:
+            structured = self._converter.structure(message, message_type)
+        except Exception as error:
+            if self._shutdown:
+                return
+            problems = unreadable_fields(error)
+            if "id" not in message:
+                log.warning("notification not handled method=%s: invalid params problems=%d", method,
+                            problems.count("; ") + 1)
+                return
+            invalid = JsonRpcInvalidParams(f"{method}: invalid params: {problems}")
+            log.warning("request failed id=%s method=%s code=%s error=%s", message["id"], method, invalid.code,
+                        type(invalid).__name__)
+            self._send_response(message["id"], error=invalid.to_response_error())
+            return
+        super().handle_message(structured)
 
     # --- logging what happened to each message ---------------------------------------------
 
@@ -135,9 +252,12 @@ class MarginProtocol(LanguageServerProtocol):
         if exception is None:
             try:
                 self._send_response(msg_id, result=future.result())
-                return
             except Exception as unsendable:  # a result that cannot be serialised: a bug
                 exception = unsendable
+            else:
+                if method == types.INITIALIZE:
+                    self._server.initialize_answered()  # type: ignore[attr-defined]
+                return
         if isinstance(exception, JsonRpcException):
             level = logging.INFO if isinstance(exception, JsonRpcRequestCancelled) else logging.WARNING
             log.log(level, "request failed id=%s method=%s code=%s error=%s", msg_id, method, exception.code,

@@ -13,31 +13,39 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from lsprotocol import types
-from pydantic import BaseModel, ValidationError
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from margin import __version__
-from margin.core.editops import OffsetEdit
-from margin.core.settings import Problem, Source
-from margin.core.vfs import VirtualFile
-from margin.lsp import convert
+from margin import __version__, deferred
 from margin.lsp.protocol import MarginProtocol, margin_converter
-from margin.services.app import MarginApp
-from margin.services.diagnosis import diagnose, system_prompt_warnings
 from margin.services.errors import RequestError
-from margin.services.registry import Services
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from margin.core.editops import OffsetEdit
+    from margin.core.settings import Problem, Source
+    from margin.core.vfs import VirtualFile
+    from margin.services.app import MarginApp
+    from margin.services.registry import Services
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+convert = deferred.module("margin.lsp.convert")
+diagnosis = deferred.module("margin.services.diagnosis")
+registry = deferred.module("margin.services.registry")
+pydantic = deferred.module("pydantic")
+settings = deferred.module("margin.core.settings")
 
 log = logging.getLogger(__name__)
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
 PROGRESS_CREATE_TIMEOUT_S = 2.0
 
-P = TypeVar("P", bound=BaseModel)
+P = TypeVar("P", bound="BaseModel")
 
 
 class RequestFailed(JsonRpcException):
@@ -53,7 +61,7 @@ def parse_params(model: type[P], params: Any, method: str, where: str = "") -> P
         params = {}
     try:
         return model.model_validate(params)
-    except ValidationError as error:
+    except pydantic.ValidationError as error:
         problems = []
         for item in error.errors():
             path = ".".join([where, *(str(part) for part in item["loc"])] if where else
@@ -87,7 +95,7 @@ class MarginLanguageServer(LanguageServer):
         app.show_text = lambda text: self.window_log_message(
             types.LogMessageParams(type=types.MessageType.Log, message=text))
         app.workspace.folders = self.workspace_folder_uris
-        self.services = Services.over(app)
+        self._services: Services | None = None
         self.on_initialize: list[Callable[[], None]] = []
         """feature hooks run when `initialize` has read the client's capabilities and options,
         before the server's capabilities are computed (a feature may register itself then)"""
@@ -96,6 +104,25 @@ class MarginLanguageServer(LanguageServer):
         self._pending_messages: list[tuple[str, types.MessageType]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
+        self.initialization_options: Any = None
+        """Margin's initializationOptions (out of a `{"margin": ...}` wrapper): the reply to
+        `initialize` reads them unvalidated (margin.core.settings_preread), `resolve_settings`
+        applies them right after it"""
+
+    @property
+    def services(self) -> Services:
+        """Every use case over the app, built on first use (after `initialize`)."""
+        if self._services is None:
+            self._services = registry.Services.over(self.app)
+        return self._services
+
+    def initialize_answered(self) -> None:
+        """The `initialize` reply has been sent (called before the next message is read): the
+        settings resolved, then what the reply did not need loaded in the background."""
+        try:
+            self.resolve_settings()
+        finally:
+            deferred.warm_up()
 
     # --- the client --------------------------------------------------------------------------
 
@@ -147,9 +174,9 @@ class MarginLanguageServer(LanguageServer):
 
     async def check_backends(self) -> None:
         """Probe the backends (warming the cache) and warn about oversized system prompts."""
-        await diagnose(self.app.settings.current, self.app.backends, self.app.tokenizers,
-                       routes=self.app.completion_routes)
-        for warning in await system_prompt_warnings(self.app):
+        await diagnosis.diagnose(self.app.settings.current, self.app.backends, self.app.tokenizers,
+                                 routes=self.app.completion_routes)
+        for warning in await diagnosis.system_prompt_warnings(self.app):
             self.tell_user(warning, types.MessageType.Warning)
 
     # --- progress ----------------------------------------------------------------------------
@@ -231,6 +258,17 @@ class MarginLanguageServer(LanguageServer):
 
     # --- settings ----------------------------------------------------------------------------
 
+    def resolve_settings(self) -> None:
+        """The settings validated (pydantic) and the initializationOptions applied, right after
+        the `initialize` reply: it needed only a pre-read of them (margin.core.settings_preread).
+        Problems are told at `initialized`, where the features also catch up with settings that
+        differ from the pre-read (lsp/handlers/lifecycle.py)."""
+        state = self.app.settings
+        if state.startup_problems:
+            self.report_settings_problems(state.startup_problems, kept=False)
+        if self.initialization_options:
+            self.apply_settings("init", settings.Source("initializationOptions", self.initialization_options))
+
     def apply_settings(self, layer: str, source: Source) -> None:
         problems = self.app.settings.update(layer, source)  # type: ignore[arg-type]
         if problems:
@@ -254,7 +292,7 @@ class MarginLanguageServer(LanguageServer):
         )
         section = result[0] if result else None
         if section is not None:
-            self.apply_settings("workspace", Source("workspace settings", section))
+            self.apply_settings("workspace", settings.Source("workspace settings", section))
 
 
 def create_server(app: MarginApp) -> MarginLanguageServer:

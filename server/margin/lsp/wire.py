@@ -345,6 +345,9 @@ class SelectionEditData(_Wire):
 class EditSelectionResult(_Wire):
     applied: bool
     failure_reason: str | None = None
+    pending: bool | None = None
+    """true: the model was still working when the command answered; the edit is applied when
+    it is done, and a failure then is shown to the user"""
 
 
 # --- status ----------------------------------------------------------------------------------

@@ -1,5 +1,10 @@
 """The services one Margin process runs with, shared by the language server and the terminal:
-settings, backends, tokenizers, templates, open files, the workspace and thread storage."""
+settings, backends, tokenizers, templates, open files, the workspace and thread storage.
+
+Only the open files are made with the app; the rest — the settings too — is made, and its
+modules imported, on first use (margin.deferred: the language server answers `initialize`
+without them, and resolves the settings right after its reply).
+"""
 
 from __future__ import annotations
 
@@ -7,34 +12,49 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
 
-from margin.core.prompts import Templates
-from margin.core.settings_state import SettingsState
-from margin.core.threads import FileContextRepository, MessageFileContexts, ThreadStore
-from margin.core.tokens.choice import choose_tokenizer
+from margin import deferred
 from margin.core.vfs import VirtualFileStore
-from margin.services.backends import Backends, ProviderFactory
-from margin.services.completion_routes import RouteMemory
-from margin.services.thread_storage import ThreadStorage, default_database_path
-from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
 from margin.services.workspace import Workspace
+
+if TYPE_CHECKING:
+    from margin.core.prompts import Templates
+    from margin.core.settings_state import SettingsState
+    from margin.core.threads import FileContextRepository, ThreadStore
+    from margin.services.backends import Backends, ProviderFactory
+    from margin.services.completion_routes import RouteMemory
+    from margin.services.thread_storage import ThreadStorage
+    from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
+
+# Imported on first use (margin.deferred).
+backends_module = deferred.module("margin.services.backends")
+routes_module = deferred.module("margin.services.completion_routes")
+prompts = deferred.module("margin.core.prompts")
+settings_state = deferred.module("margin.core.settings_state")
+thread_storage = deferred.module("margin.services.thread_storage")
+threads = deferred.module("margin.core.threads")
+tokenizers_module = deferred.module("margin.services.tokenizers")
+tokenizer_choice = deferred.module("margin.core.tokens.choice")
 
 log = logging.getLogger(__name__)
 
 
+def _message_file_contexts(store: ThreadStore) -> FileContextRepository:
+    return threads.MessageFileContexts(store)
+
+
 @dataclass
 class MarginApp:
-    settings: SettingsState
-    backends: Backends
-    tokenizers: Tokenizers
+    make_provider: ProviderFactory
+    make_llama_counter: LlamaCounterFactory
     make_store: Callable[[Path], ThreadStore]
+    environ: Mapping[str, str]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
     workspace: Workspace = field(default_factory=Workspace)
-    completion_routes: RouteMemory = field(default_factory=RouteMemory)
-    """how inline completion reaches each backend, found once (status and doctor show it)"""
-    file_contexts: Callable[[ThreadStore], FileContextRepository] = MessageFileContexts
+    file_contexts: Callable[[ThreadStore], FileContextRepository] = _message_file_contexts
     """where file contexts are kept, given the thread store in use"""
     tell_user: Callable[[str], None] = lambda message: None
     show_text: Callable[[str], None] = lambda text: None
@@ -52,14 +72,29 @@ class MarginApp:
         make_store: Callable[[Path], ThreadStore],
         environ: Mapping[str, str],
     ) -> MarginApp:
-        app = cls(
-            settings=SettingsState(environ),
-            backends=Backends(make_provider, environ),
-            tokenizers=Tokenizers(make_llama_counter),
-            make_store=make_store,
-        )
-        app.backends.show_request = app._show_request
-        return app
+        return cls(make_provider=make_provider, make_llama_counter=make_llama_counter, make_store=make_store,
+                   environ=environ)
+
+    @cached_property
+    def settings(self) -> SettingsState:
+        """The settings in force, resolved from `environ` when first used (pydantic: the language
+        server answers `initialize` without them and resolves them right after its reply)."""
+        return settings_state.SettingsState(self.environ)
+
+    @cached_property
+    def backends(self) -> Backends:
+        made = backends_module.Backends(self.make_provider, self.environ)
+        made.show_request = self._show_request
+        return made
+
+    @cached_property
+    def tokenizers(self) -> Tokenizers:
+        return tokenizers_module.Tokenizers(self.make_llama_counter)
+
+    @cached_property
+    def completion_routes(self) -> RouteMemory:
+        """how inline completion reaches each backend, found once (status and doctor show it)"""
+        return routes_module.RouteMemory()
 
     def _show_request(self, profile: str, url: str, body: dict[str, Any]) -> None:
         if self.settings.current.globals.show_requests:
@@ -70,10 +105,10 @@ class MarginApp:
     def storage(self) -> ThreadStorage:
         """The thread store, opened on first use at the configured path."""
         settings = self.settings.current.globals
-        path = Path(settings.database).expanduser() if settings.database else default_database_path()
+        path = Path(settings.database).expanduser() if settings.database else thread_storage.default_database_path()
         if self._storage is None or self._storage.path != path:
-            self._storage = ThreadStorage(self.make_store, path, ttl_days=settings.thread_ttl_days,
-                                          tell_user=lambda message: self.tell_user(message))
+            self._storage = thread_storage.ThreadStorage(self.make_store, path, ttl_days=settings.thread_ttl_days,
+                                                         tell_user=lambda message: self.tell_user(message))
         return self._storage
 
     @property
@@ -81,14 +116,14 @@ class MarginApp:
         folder = self.settings.current.globals.prompts_dir
         user_dir = Path(folder).expanduser() if folder else None
         if self._templates is None or self._templates.user_dir != user_dir:
-            self._templates = Templates(user_dir)
+            self._templates = prompts.Templates(user_dir)
         return self._templates
 
     def preload_tokenizers(self) -> None:
         """Start building the in-process tokenizers the enabled profiles name (by setting or by
         model family; the llama.cpp tokenizer is the server's and needs no building)."""
         profiles = [p for p in self.settings.current.profiles.values() if p.enabled]
-        self.tokenizers.preload(choose_tokenizer(p.tokenizer, p.model, None) for p in profiles)
+        self.tokenizers.preload(tokenizer_choice.choose_tokenizer(p.tokenizer, p.model, None) for p in profiles)
 
     def run_in_background(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run `work` after the request that started it has been answered; its failure is logged
@@ -110,7 +145,9 @@ class MarginApp:
             task.cancel()
         if self.background:
             await asyncio.wait(list(self.background))
-        await self.backends.aclose()
-        await self.tokenizers.aclose()
+        if "backends" in self.__dict__:  # made (cached_property): else there is nothing to close
+            await self.backends.aclose()
+        if "tokenizers" in self.__dict__:
+            await self.tokenizers.aclose()
         if self._storage is not None:
             await self._storage.close()

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 from margin.core import pointers, recall_tool
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
-from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage
+from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
 from margin.core.threads import Message, NewMessage, Thread
 from margin.core.summary import latest_summary
@@ -304,7 +304,7 @@ class ChatService:
         except ProviderError as error:
             log.warning("chat failed thread=%s error=%s", thread.id, error.kind)
             raise RequestError(str(error)) from None
-        reply = "".join(parts)
+        reply = joined(parts)  # pieces may split a surrogate pair
         usage = Usage(usage.prompt_tokens, completion or usage.completion_tokens)
         made = recalls.made()
         await self.store_turn(prepared, reply, {"recalls": made} if made else None)

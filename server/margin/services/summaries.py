@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from margin.core import pointers
 from margin.core.assemble import PER_MESSAGE_OVERHEAD, current_turn
-from margin.core.llm import ChatMessage, ChatRequest, ProviderError
+from margin.core.llm import ChatMessage, ChatRequest, ProviderError, joined
 from margin.core.summary import FOLD_TRIGGER, Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
 from margin.core.threads import FILE_CONTEXT, Message
 from margin.services.app import MarginApp
@@ -37,6 +37,10 @@ TEMPLATE = "summary_v1"
 PROFILE = "chat"
 GIVE_WAY_S = 1.0
 """How long a request waits for the summaries it stopped to close their HTTP calls."""
+OVERSIZE = 2
+"""A summary counted over this many times its bound is refused: the model was asked for at most
+the bound (max_tokens), so its backend ignored the limit (an inexact count may exceed the bound
+a little; never twice)."""
 
 
 @dataclass
@@ -102,13 +106,16 @@ class Summaries:
         except ProviderError as error:
             log.info("summary failed thread=%s error=%s", thread_id, error.kind)
             return None
-        text = "".join(parts).strip()
+        text = joined(parts).strip()
         if not text:
             log.info("summary empty thread=%s", thread_id)
             return None
         first = previous.first_turn if previous else fold.turns[0][0]
         summary = Summary(text, first, fold.to_turn, fold.upto_id)
         tokens = (await counter.count_texts([summary.shown()]))[0]
+        if tokens > OVERSIZE * bound:  # a backend that ignored max_tokens: not the bounded summary asked for
+            log.info("summary too long thread=%s tokens=%d bound=%d", thread_id, tokens, bound)
+            return None
         await self.app.storage.run(lambda store: store.append(thread_id, [summary.stored({counter.name: tokens})]))
         log.info("summary stored thread=%s turns=%d-%d tokens=%d ms=%.0f", thread_id, first, fold.to_turn, tokens,
                  (time.perf_counter() - started) * 1000)

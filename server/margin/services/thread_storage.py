@@ -1,7 +1,8 @@
 """The thread store in use (the thread use cases are in `services.threads`, the memory ones in
 `services.memories`). Threads and memories live in SQLite; if the database cannot be used
-(locked, read-only, corrupt), Margin says so once and keeps them in memory for the rest of the
-session, so chat goes on working without persistence."""
+(locked, read-only, corrupt, full), Margin says so once and keeps them in memory for the rest of
+the session, so chat goes on working without persistence; a database that fails mid-session
+hands over what it holds, so the session keeps its threads and memories."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import platformdirs
 
-from margin.core.threads import MemoryThreadStore, StoreUnavailable, ThreadStore
+from margin.core.threads import MemoryThreadStore, StoreContents, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,12 +59,23 @@ class ThreadStorage:
         self._store = store
         return store
 
-    def _fall_back(self, error: StoreUnavailable) -> ThreadStore:
+    def _fall_back(self, error: StoreUnavailable, contents: StoreContents | None = None) -> ThreadStore:
         self.problem = str(error)
         log.warning("thread store unavailable; keeping threads in memory for this session")
         self._tell_user(f"{error} Chat still works, but threads and memories are kept only until Margin stops.")
-        self._store = MemoryThreadStore()
+        self._store = MemoryThreadStore.holding(contents) if contents else MemoryThreadStore()
         return self._store
+
+    @staticmethod
+    async def _contents(store: ThreadStore) -> StoreContents | None:
+        """What the failing database still lets us read (it stays as it was: the failed write
+        was rolled back), so the session goes on with the threads and memories it had."""
+        try:
+            contents = await store.export()
+        except StoreUnavailable:
+            contents = None
+        log.info("thread store taken over in memory threads=%d", len(contents.threads) if contents else 0)
+        return contents
 
     async def run(self, operation: Callable[[ThreadStore], Awaitable[T]]) -> T:
         """`operation` on the store in use; if the database fails, once more on memory."""
@@ -73,8 +85,9 @@ class ThreadStorage:
         except StoreUnavailable as error:
             if isinstance(store, MemoryThreadStore):
                 raise
+            contents = await self._contents(store)
             await store.close()
-            return await operation(self._fall_back(error))
+            return await operation(self._fall_back(error, contents))
 
     async def close(self) -> None:
         if self._store is not None:

@@ -124,4 +124,8 @@ class ThreadsService:
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage], turn: Sequence[NewMessage]) -> None:
         """The newly sent file contexts and the turn, stored together. Superseded contexts stay:
         prompts show them as pointers, and they can be recalled."""
-        await self.app.storage.run(lambda store: self.app.file_contexts(store).save_turn(thread_id, contexts, turn))
+        try:
+            await self.app.storage.run(lambda store: self.app.file_contexts(store).save_turn(thread_id, contexts, turn))
+        except KeyError:  # deleted meanwhile (margin/deleteThread, or another database set)
+            raise RequestError("The thread was deleted while Margin was answering, so this turn was not "
+                               "stored. Send the message again to continue in a new thread.") from None

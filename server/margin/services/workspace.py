@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import unquote, urlsplit
-from urllib.request import url2pathname
+
+from margin import deferred
+
+request = deferred.module("urllib.request")  # url2pathname; imported on first use (margin.deferred)
 
 
 class Workspace:
@@ -38,4 +41,4 @@ def path_of(uri: str) -> Path | None:
     parts = urlsplit(uri)
     if parts.scheme != "file" or not parts.path:
         return None
-    return Path(url2pathname(unquote(parts.path)))
+    return Path(request.url2pathname(unquote(parts.path)))

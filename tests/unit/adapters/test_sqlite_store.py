@@ -197,3 +197,22 @@ async def test_writes_at_the_same_time_take_turns_and_all_land(tmp_path):
             assert contents.index(f"a{i}") == contents.index(f"q{i}") + 1
     finally:
         await store.close()
+
+
+async def test_full_database_is_named_and_the_failed_write_leaves_no_trace(tmp_path):
+    """SQLite rolls a transaction back itself on SQLITE_FULL: the store must not then fail on
+    its own ROLLBACK (which once hid the real error behind `cannot rollback`)."""
+    path = tmp_path / "t.db"
+    store = SQLiteThreadStore(path)
+    thread = await store.canonical_thread("file:///ws", "chat")
+    await store.append(thread.id, [NewMessage("user", "kept")])
+    pages = (await (await store._db.execute("PRAGMA page_count")).fetchone())[0]
+    await store._db.execute(f"PRAGMA max_page_count = {pages + 1}")  # as a full disk would
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.append(thread.id, [NewMessage("user", "q" * 50_000), NewMessage("assistant", "a")])
+    assert "the disk it is on is full" in str(caught.value) and str(path) in str(caught.value)
+    assert [m.content for m in await store.messages(thread.id)] == ["kept"]
+    exported = await store.export()
+    assert [t.id for t in exported.threads] == [thread.id]
+    assert [m.content for m in exported.messages[thread.id]] == ["kept"]
+    await store.close()

@@ -54,6 +54,28 @@ async def test_streams_the_reply_and_stores_the_turn(services, provider):
     assert all(m.tokens.get("tiktoken:o200k_base") for m in messages)  # counted once, stored
 
 
+async def test_a_surrogate_pair_split_across_pieces_or_left_alone_is_stored_as_text(services, provider):
+    provider.script(["Smile \ud83d", "\ude00 and a lone \ud83d."])  # as JSON escapes decode, piece by piece
+    outcome = await services.chat.chat(Ask("hi"))
+    assert outcome.reply == "Smile \U0001f600 and a lone \ufffd."
+    messages = await stored(services)
+    assert messages[-1].content == outcome.reply
+
+
+async def test_a_thread_deleted_while_answering_fails_clearly_and_stores_nothing(services, provider):
+    gate = Gate()
+    provider.script(["Half ", gate, "done."])
+    pending = asyncio.ensure_future(services.chat.chat(Ask("hi")))
+    await gate.reached.wait()
+    thread = await services.threads.thread_for(Where())
+    assert await services.threads.delete(thread.id)
+    gate.open()
+    with pytest.raises(RequestError, match="deleted while Margin was answering"):
+        await pending
+    after = await services.chat.chat(Ask("again"))  # the next request works, in a new thread
+    assert after.reply and after.thread_id != thread.id
+
+
 async def test_active_file_goes_as_hidden_context_and_is_not_resent_while_unchanged(services, provider):
     services.app.files.open(A, "python", 1, "x = 1\n")
     await services.chat.chat(Ask("what is x?", Where(A)))

@@ -198,7 +198,9 @@ def _strip_thinking(text: str) -> str:
         text = _LEADING_BLANK_LINES.sub("", body[close + len(_THINK_CLOSE):])
     text = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
     opened = text.find(_THINK_OPEN)
-    return text if opened < 0 else text[:opened]
+    text = text if opened < 0 else text[:opened]
+    close = text.rfind(_THINK_CLOSE)  # one more close with no opening: what comes before it was thought too
+    return text if close < 0 else _LEADING_BLANK_LINES.sub("", text[close + len(_THINK_CLOSE):])
 
 
 def _strip_fences(text: str, cursor: _Cursor) -> str:

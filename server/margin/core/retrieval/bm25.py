@@ -2,14 +2,16 @@
 
 Adding or removing a document touches only that document's terms, and the collection
 statistics BM25 needs (document count, total length, each term's document frequency) are kept
-as running totals, so a query never scans documents that share none of its terms.
+as running totals, so a query never scans documents that share none of its terms. Used for the
+small fields (path terms, commit subjects); the code field, millions of (term, file) pairs, is
+`postings.Postings`, the same scores in compact arrays.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from typing import Iterable, Mapping
+from typing import Hashable, Iterable, Mapping
 
 
 class Field:
@@ -19,8 +21,8 @@ class Field:
     __slots__ = ("postings", "lengths", "total_length", "k1", "b")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.postings: dict[str, dict[str, int]] = {}
-        self.lengths: dict[str, int] = {}
+        self.postings: dict[str, dict[Hashable, int]] = {}
+        self.lengths: dict[Hashable, int] = {}
         self.total_length = 0
         self.k1 = k1
         self.b = b
@@ -28,7 +30,7 @@ class Field:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def add(self, doc: str, counts: Mapping[str, int]) -> None:
+    def add(self, doc: Hashable, counts: Mapping[str, int]) -> None:
         """Index `doc` (replacing any earlier version of it)."""
         if doc in self.lengths:
             self.remove(doc, counts_hint=None)
@@ -44,7 +46,7 @@ class Field:
         self.lengths[doc] = length
         self.total_length += length
 
-    def remove(self, doc: str, counts_hint: Iterable[str] | None = None) -> bool:
+    def remove(self, doc: Hashable, counts_hint: Iterable[str] | None = None) -> bool:
         """Drop `doc`. `counts_hint`: its terms, if the caller knows them (else every posting
         list is searched, which is the slow path)."""
         length = self.lengths.pop(doc, None)
@@ -63,7 +65,7 @@ class Field:
         n = len(self.lengths)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
 
-    def score(self, terms: Iterable[str], pool: int | None = None) -> dict[str, float]:
+    def score(self, terms: Iterable[str], pool: int | None = None) -> dict[Hashable, float]:
         """BM25 (Lucene's idf, never negative) of the documents holding a query term.
 
         With `pool`, the exact scores of the best `pool` documents, cheaply: terms are taken
@@ -86,7 +88,7 @@ class Field:
                 entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
         entries.sort(key=lambda e: (-e[0], e[1]))
         remaining = sum(e[0] for e in entries)
-        out: dict[str, float] = {}
+        out: dict[Hashable, float] = {}
         live = out
         for idf, _, entry in entries:
             if pool is not None and live is out and len(out) >= pool:

@@ -1,41 +1,37 @@
 """The retrieval index: files → terms, kept one file at a time, ranked by `rank.py`'s formula.
 
-Each file is kept as its line count and, per term, a bit mask of the lines holding the term
-(`_Entry.masks`). From that: the file-level BM25 field (term frequency = lines holding the
-term), the path field, and at query time any line window's term frequencies by `popcount`, so
-windows of any size are scored without storing them. `put` re-indexes one file in time
-proportional to that file; `search` scores files through the inverted index (only files that
-share a query term), then windows inside the best files only.
+Each file is kept as a `filedata.FileData`: its line count, its sorted distinct terms and, per
+term, the sorted numbers of the lines holding it, in flat `array`s. From that: the file-level
+BM25 field (`postings.Postings`: term frequency = lines holding the term; files numbered by the
+index), the path field, and at query time any line window's term frequencies by bisecting the
+line numbers, so windows of any size are scored without storing them. `put` re-indexes one file
+in time proportional to that file; `search` scores files through the inverted index (only files
+that share a query term), then windows inside the best files only.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
 from typing import Collection, Mapping
 
+from margin.core.retrieval import filedata
 from margin.core.retrieval.bm25 import Field
+from margin.core.retrieval.filedata import FileData
+from margin.core.retrieval.postings import Postings
 from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FACT_TYPE, FileScore, Hit, Weights, combine
 from margin.core.retrieval.signals import Signals
-from margin.core.retrieval.terms import line_terms, path_terms, text_terms
+from margin.core.retrieval.terms import path_terms, text_terms
 
 WINDOW_LINES = 30
 WINDOW_STRIDE = 10
-EXPORT_VERSION = 1
+EXPORT_VERSION = filedata.FORMAT
 CANDIDATE_POOL = 200
-"""Files whose code score is exact at query time (`Field.score`'s pool): past the best 200 by
+"""Files whose code score is exact at query time (`Postings.score`'s pool): past the best 200 by
 code alone, a file can still be ranked through its path, history or co-change, with its code
 score possibly under-counted. A workspace this small is scored exactly."""
 _K1 = 1.2
-
-
-@dataclass(slots=True)
-class _Entry:
-    fingerprint: str
-    lines: int
-    masks: dict[str, int]
-    path: Counter[str]
 
 
 class RetrievalIndex:
@@ -43,9 +39,13 @@ class RetrievalIndex:
 
     def __init__(self, weights: Weights = DEFAULT_WEIGHTS) -> None:
         self.weights = weights
-        self._files: dict[str, _Entry] = {}
-        self._content = Field(k1=_K1, b=0.75)
+        self._files: dict[str, FileData] = {}
+        self._names: list[str | None] = []
+        """File id by document number (`FileData.doc`); None for a free number."""
+        self._free: list[int] = []
+        self._content = Postings(k1=_K1, b=0.75)
         self._paths = Field(k1=_K1, b=0.3)
+        """Path terms, by document number too."""
 
     # ---- maintenance -------------------------------------------------------------------------
 
@@ -67,50 +67,44 @@ class RetrievalIndex:
         entry = self._files.get(file_id)
         if entry is not None and entry.fingerprint == fingerprint:
             return False
-        lines_of: dict[str, list[int]] = {}
-        all_lines = text.split("\n")
-        for number, terms in enumerate(line_terms(all_lines)):
-            for term in terms:
-                found = lines_of.get(term)
-                if found is None:
-                    lines_of[term] = [number]
-                elif found[-1] != number:
-                    found.append(number)
-        masks = {term: sum(1 << n for n in numbers) for term, numbers in lines_of.items()}
-        self._store(file_id, _Entry(fingerprint, len(all_lines), masks, Counter(path_terms(file_id))),
-                    {term: len(numbers) for term, numbers in lines_of.items()})
+        self._store(file_id, filedata.from_text(text, fingerprint))
         return True
 
     def remove(self, file_id: str) -> bool:
         entry = self._files.pop(file_id, None)
         if entry is None:
             return False
-        self._content.remove(file_id, entry.masks)
-        self._paths.remove(file_id, entry.path)
+        self._content.remove(entry.doc, entry.term_list())
+        self._paths.remove(entry.doc, path_terms(file_id))
+        self._names[entry.doc] = None
+        self._free.append(entry.doc)
         return True
 
     def export_file(self, file_id: str) -> dict:
         """One file's indexed form, JSON-serialisable, for `import_file` to reload without
         re-reading or re-tokenising the file. Raises KeyError if the file is not indexed."""
-        entry = self._files[file_id]
-        return {"v": EXPORT_VERSION, "lines": entry.lines,
-                "masks": {term: format(mask, "x") for term, mask in entry.masks.items()}}
+        return self._files[file_id].export()
 
     def import_file(self, file_id: str, fingerprint: str, data: Mapping) -> bool:
         """Reload `export_file`'s output. False (nothing done) if `data` is from another version
-        of the format: the caller should `put` the file instead."""
-        if data.get("v") != EXPORT_VERSION:
+        of the format (or damaged): the caller should `put` the file instead."""
+        entry = filedata.load(data, fingerprint)
+        if entry is None:
             return False
-        masks = {term: int(mask, 16) for term, mask in data["masks"].items()}
-        self._store(file_id, _Entry(fingerprint, int(data["lines"]), masks, Counter(path_terms(file_id))),
-                    {term: mask.bit_count() for term, mask in masks.items()})
+        self._store(file_id, entry)
         return True
 
-    def _store(self, file_id: str, entry: _Entry, counts: dict[str, int]) -> None:
+    def _store(self, file_id: str, entry: FileData) -> None:
         self.remove(file_id)
+        if self._free:
+            entry.doc = self._free.pop()
+        else:
+            entry.doc = len(self._names)
+            self._names.append(None)
         self._files[file_id] = entry
-        self._content.add(file_id, counts)
-        self._paths.add(file_id, entry.path)
+        self._names[entry.doc] = file_id
+        self._content.add(entry.doc, entry.term_list(), entry.counts)
+        self._paths.add(entry.doc, Counter(path_terms(file_id)))
 
     # ---- ranking -----------------------------------------------------------------------------
 
@@ -128,40 +122,41 @@ class RetrievalIndex:
     def _score_files(self, terms: list[str], limit: int, signals: Signals | None,
                      exclude: Collection[str]) -> list[FileScore]:
         w = self.weights
-        files = self._files
+        files, names = self._files, self._names
         pool = max(CANDIDATE_POOL, 4 * limit)
+        # Keyed by document number until the best are chosen.
         similarity = self._content.score(terms, pool)
         if w.path_weight:
             _add(similarity, self._paths.score(terms, pool), w.path_weight)
         history = signals.history if signals else None
         if history is not None and w.subject_weight:
-            subjects = {p: s for p, s in history.subjects.score(terms, pool).items() if p in files}
+            subjects = {files[p].doc: s for p, s in history.subjects.score(terms, pool).items() if p in files}
             _add(similarity, subjects, w.subject_weight)
-        priority: dict[str, float] = {}
+        priority: dict[int, float] = {}
         if history is not None and w.feedback and similarity:
-            best = heapq.nsmallest(w.feedback_files, similarity, key=lambda f: (-similarity[f], f))
-            priority = {p: w.feedback * s for p, s in history.cochange(best).items() if p in files}
+            priority = {files[p].doc: w.feedback * s for p, s in history.cochange(
+                _best(similarity, w.feedback_files, names)).items() if p in files}
         if signals is not None:
             context = signals.context_files()
             if history is not None and context:
                 for p, s in history.cochange(context).items():
-                    if p in files and s > priority.get(p, 0.0):
-                        priority[p] = s
+                    if p in files and s > priority.get(doc := files[p].doc, 0.0):
+                        priority[doc] = s
             for path in signals.edited:
                 if path in files:
-                    priority[path] = 1.0
+                    priority[files[path].doc] = 1.0
         recency = history.recency if history is not None else {}
         top = max(similarity.values(), default=0.0) or 1.0
-        for file_id in priority.keys() - similarity.keys():
-            similarity[file_id] = 0.0
+        for doc in priority.keys() - similarity.keys():
+            similarity[doc] = 0.0
         excluded = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
         pri_get, rec_get = priority.get, recency.get
         # combine(), inlined with the same operations: a tuple per candidate, objects for the best.
         ws, wp, wr, wt = w.similarity, w.priority, w.recency, w.type * FACT_TYPE
-        keyed = [(-(ws * (s / top) + wp * pri_get(f, 0.0) + wr * rec_get(f, 0.0) + wt), f)
-                 for f, s in similarity.items() if f not in excluded]
-        best = heapq.nsmallest(limit, keyed)
-        return [FileScore(f, -neg, similarity[f] / top, pri_get(f, 0.0), rec_get(f, 0.0)) for neg, f in best]
+        keyed = [(-(ws * (s / top) + wp * pri_get(d, 0.0) + wr * rec_get(f, 0.0) + wt), f, d)
+                 for d, s in similarity.items() if (f := names[d]) not in excluded]
+        return [FileScore(f, -neg, similarity[d] / top, pri_get(d, 0.0), rec_get(f, 0.0))
+                for neg, f, d in heapq.nsmallest(limit, keyed)]
 
     def search(self, query: str, *, limit: int = 8, signals: Signals | None = None,
                exclude: Collection[str] = (), per_file: int = 2) -> list[Hit]:
@@ -185,20 +180,21 @@ class RetrievalIndex:
         return hits[:limit]
 
     @staticmethod
-    def _best_windows(entry: _Entry, idf: dict[str, float], per_file: int) -> list[tuple[int, int, float]]:
-        masks = [(entry.masks[t], weight) for t, weight in idf.items() if t in entry.masks and weight > 0]
+    def _best_windows(entry: FileData, idf: dict[str, float], per_file: int) -> list[tuple[int, int, float]]:
+        names = entry.term_list()
+        found = [(entry.line_numbers(names, t), weight) for t, weight in idf.items() if weight > 0]
+        holding = [(numbers, weight) for numbers, weight in found if numbers is not None]
         lines = entry.lines
-        full = (1 << WINDOW_LINES) - 1
         last = max(lines - WINDOW_LINES, 0)
         starts = list(range(0, last + 1, WINDOW_STRIDE))
         if starts[-1] != last:
             starts.append(last)
         scored = []
         for start in starts:
-            window = full << start
+            end = start + WINDOW_LINES
             score = 0.0
-            for mask, weight in masks:
-                tf = (mask & window).bit_count()
+            for numbers, weight in holding:
+                tf = bisect_left(numbers, end) - bisect_left(numbers, start)
                 if tf:
                     score += weight * tf * (_K1 + 1) / (tf + _K1)
             scored.append((score, -start))
@@ -217,6 +213,15 @@ def _query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(text_terms(query)))
 
 
-def _add(into: dict[str, float], scores: dict[str, float], weight: float) -> None:
+def _best(scores: dict[int, float], k: int, names: list) -> list[str]:
+    """The `k` best documents' names, ties broken by name: the same as `heapq.nsmallest(k,
+    scores, key=lambda d: (-scores[d], names[d]))`, without a key call per document."""
+    if k <= 0:
+        return []
+    floor = heapq.nlargest(k, scores.values())[-1] if len(scores) > k else float("-inf")
+    return [f for _, f in sorted((-v, names[d]) for d, v in scores.items() if v >= floor)[:k]]
+
+
+def _add(into: dict[int, float], scores: dict[int, float], weight: float) -> None:
     for key, value in scores.items():
         into[key] = into.get(key, 0.0) + weight * value

@@ -8,9 +8,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from margin.lsp import wire
+from margin import deferred
 from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
 from margin.services.errors import RequestError
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+wire = deferred.module("margin.lsp.wire")
 
 CHAT = "margin/chat"
 EXPLAIN = "margin/explain"

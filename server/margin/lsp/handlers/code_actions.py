@@ -4,15 +4,28 @@ margin.editSelection does the same for clients that cannot resolve a code action
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from lsprotocol import types
 
-from margin.lsp import convert, wire
-from margin.lsp.server import MarginLanguageServer, answering_failures, parse_params
+from margin import deferred
+from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
+from margin.services.errors import RequestError
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+convert = deferred.module("margin.lsp.convert")
+wire = deferred.module("margin.lsp.wire")
+
+log = logging.getLogger(__name__)
 
 EDIT_SELECTION_COMMAND = "margin.editSelection"
 """A chosen code action, for clients that cannot resolve a code action's edit."""
+COMMAND_ANSWER_S = 5.0
+"""How long `margin.editSelection` waits for the model before answering `pending` and applying
+the edit when the model is done: editors wait for a command's answer with a time limit of their
+own (eglot 10 s, blocking Emacs meanwhile), and a slow model must not run into it."""
 REWRITE_KIND = "refactor.rewrite.margin"
 FIX_KIND = "quickfix.margin"
 
@@ -24,7 +37,7 @@ def code_action(ls: MarginLanguageServer, params: types.CodeActionParams) -> lis
     problems = [convert.diagnostic(d) for d in diagnostics]
     offered = ls.services.selection_edits.offer(uri, convert.range_(params.range), problems)
     file = ls.app.files.get(uri)
-    if not offered or file is None:
+    if not offered or file is None or not uri:  # an empty URI cannot be carried in `data`
         return []
     only = params.context.only or []
     lazy = ls.resolves_edits()
@@ -61,15 +74,56 @@ async def resolve_code_action(ls: MarginLanguageServer, params: types.CodeAction
 
 
 async def edit_selection_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
-    """The edit, applied through workspace/applyEdit. An edit the editor does not apply is
-    answered like margin/applyOps (`applied: false` and why) and shown to the user, since
-    editors do not show what a command returns."""
-    edit = await _edit_selection(ls, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND, "arguments.0")
-    failure = await ls.apply_edit(edit)
-    if failure:
-        ls.tell_user(f"Margin: {failure}", types.MessageType.Warning)
-        return wire.EditSelectionResult(applied=False, failure_reason=failure).dump()
-    return wire.EditSelectionResult(applied=True).dump()
+    """The edit, applied through workspace/applyEdit. Answered with the outcome when the model
+    is done within COMMAND_ANSWER_S: `applied: true`, an error when no edit was made, or an edit
+    the editor did not apply as `applied: false` and why (like margin/applyOps), also shown to
+    the user, since editors do not show what a command returns. A slower model gets
+    `applied: false, pending: true` at COMMAND_ANSWER_S; its edit is applied when it is done
+    (`margin/status` lists it under `background` meanwhile), and a failure then is shown to the
+    user."""
+    request = parse_params(wire.SelectionEditData, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND,
+                           "arguments.0")
+    work = ls.app.run_in_background(_edit_and_apply(ls, request), "edit selection")
+    try:
+        outcome = await asyncio.wait_for(asyncio.shield(work), COMMAND_ANSWER_S)
+    except TimeoutError:
+        log.info("edit selection answered pending after s=%g", COMMAND_ANSWER_S)
+        work.add_done_callback(lambda done: _tell_late_failure(ls, done))
+        return wire.EditSelectionResult(applied=False, pending=True).dump()
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    if isinstance(outcome, RequestError):
+        raise RequestFailed(str(outcome))
+    if outcome.failure_reason:
+        ls.tell_user(f"Margin: {outcome.failure_reason}", types.MessageType.Warning)
+    return outcome.dump()
+
+
+async def _edit_and_apply(ls: MarginLanguageServer, request: wire.SelectionEditData) -> (
+        wire.EditSelectionResult | RequestError):
+    """The command's work: the model asked, the edit applied. A RequestError is returned, not
+    raised, so that whoever reports it (the command's answer, or the user) reports it once."""
+    try:
+        async with ls.server_progress("Margin is editing the selection"):
+            outcome = await ls.services.selection_edits.propose(request.core())
+    except RequestError as error:
+        return error
+    failure = await ls.apply_edit(ls.workspace_edit({outcome.current.uri: outcome.current}, outcome.plan.edits))
+    return wire.EditSelectionResult(applied=not failure, **({"failure_reason": failure} if failure else {}))
+
+
+def _tell_late_failure(ls: MarginLanguageServer, work: asyncio.Task[Any]) -> None:
+    """A command answered `pending`: what became of its edit, when it was not applied."""
+    if work.cancelled() or work.exception() is not None:
+        return  # cancelled by the user or at shutdown; a bug is logged by run_in_background
+    outcome = work.result()
+    reason = str(outcome) if isinstance(outcome, RequestError) else outcome.failure_reason
+    if reason:
+        log.info("edit selection done after answering pending applied=False")
+        ls.tell_user(f"Margin: {reason}", types.MessageType.Warning)
+    else:
+        log.info("edit selection done after answering pending applied=True")
 
 
 def register(server: MarginLanguageServer) -> None:

@@ -3,7 +3,8 @@ profile's suggestion at the cursor, with the range of auto-closed characters it 
 there are any (no range: inserted at the cursor). For
 editors without inline completion, `completionMenu` turns on `textDocument/completion` with the
 same suggestion as one item whose `textEdit` replaces those characters (advertised at
-`initialize` when the setting is on then, else registered dynamically where the client allows).
+`initialize` when the setting is on then — read before the settings are validated, by
+margin.core.settings_preread — else registered dynamically where the client allows).
 
 A completion never shows an error: no suggestion is an empty answer, and the reason is logged
 (a bug with its traceback) — an error popup per keystroke would be worse than no suggestion.
@@ -13,16 +14,25 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from margin import deferred
 from margin.core.completion.code_shape import indent_of
 from margin.core.file_block import fence
+from margin.core.settings_preread import completion_menu as completion_menu_preread
 from margin.core.vfs import Range
-from margin.lsp import convert, wire, wire_completion
 from margin.lsp.server import MarginLanguageServer, parse_params
-from margin.services.completion import CompletionOutcome, CompletionRequest
+
+if TYPE_CHECKING:
+    from margin.services.completion import CompletionOutcome, CompletionRequest
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+convert = deferred.module("margin.lsp.convert")
+wire = deferred.module("margin.lsp.wire")
+wire_completion = deferred.module("margin.lsp.wire_completion")
+completion_service = deferred.module("margin.services.completion")
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +47,7 @@ async def _complete(ls: MarginLanguageServer, request: CompletionRequest) -> Com
         return await ls.services.completion.complete(request)
     except Exception:  # a bug: logged in full, and the editor gets no suggestion, not an error
         log.exception("completion crashed uri=%s", request.uri)
-        return CompletionOutcome(None, reason="Margin failed; see its log")
+        return completion_service.CompletionOutcome(None, reason="Margin failed; see its log")
 
 
 async def inline_completion(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
@@ -79,7 +89,7 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
     if not _menu_on(ls):
         return empty
     uri, position = params.text_document.uri, convert.position(params.position)
-    outcome = await _complete(ls, CompletionRequest(uri, position))
+    outcome = await _complete(ls, completion_service.CompletionRequest(uri, position))
     file = ls.app.files.get(uri)
     if outcome.suggestion is None or outcome.range is None or file is None:
         return empty
@@ -127,15 +137,23 @@ class CompletionMenu:
             self.server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(completion)
 
     def at_initialize(self) -> None:
-        """On at `initialize`: advertised in the server's capabilities."""
-        if _menu_on(self.server):
+        """On at `initialize`, by a pre-read of the settings (they are validated right after the
+        reply): advertised in the server's capabilities."""
+        if completion_menu_preread(self.server.app.environ, self.server.initialization_options):
             self._handle()
             self.static = True
 
     def settings_changed(self) -> None:
-        """Turned on or off later: registered or unregistered, where the client allows it."""
+        """Turned on or off later, or found otherwise at `initialized` than the pre-read at
+        `initialize` said (a source rejected for another invalid value): registered or
+        unregistered, where the client allows it."""
         wanted = _menu_on(self.server)
-        if self.static or wanted == self.registered:
+        if self.static:
+            if not wanted:
+                log.info("completionMenu is off but completion was advertised at initialize; "
+                         "it answers nothing while the setting is off")
+            return
+        if wanted == self.registered:
             return
         if not self.server.can("text_document.completion.dynamic_registration"):
             if wanted:

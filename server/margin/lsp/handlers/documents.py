@@ -8,16 +8,21 @@ import logging
 
 from lsprotocol import types
 
+from margin import deferred
 from margin.core.vfs import SyncError
-from margin.lsp import convert
 from margin.lsp.server import MarginLanguageServer
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+convert = deferred.module("margin.lsp.convert")
 
 log = logging.getLogger(__name__)
 
 
 def did_open(ls: MarginLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
-    ls.app.files.open(doc.uri, doc.language_id, doc.version, doc.text)
+    # lsprotocol passes any JSON scalar through as the language id (it is a union with str).
+    language = doc.language_id if isinstance(doc.language_id, str) else ""
+    ls.app.files.open(doc.uri, language, doc.version, doc.text)
     log.debug("open uri=%s version=%d chars=%d", doc.uri, doc.version, len(doc.text))
 
 

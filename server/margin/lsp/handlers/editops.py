@@ -3,13 +3,17 @@ margin.applyOps command (applied fresh, rebased exactly, or refused)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from lsprotocol import converters
 
-from margin.lsp import wire
+from margin import deferred
 from margin.lsp.server import MarginLanguageServer, parse_params
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+wire = deferred.module("margin.lsp.wire")
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +21,11 @@ EDIT_OPS = "margin/editOps"
 APPLY_OPS = "margin/applyOps"
 APPLY_OPS_COMMAND = "margin.applyOps"
 
-_unstructure = converters.get_converter().unstructure
+
+@functools.cache
+def _converter() -> Any:
+    """lsprotocol's converter, built on first use (building one costs start-up time)."""
+    return converters.get_converter()
 
 
 async def edit_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
@@ -28,12 +36,12 @@ async def edit_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
         ops=[wire.OpModel.of(op) for op in outcome.ops], base_fingerprints=outcome.base_fingerprints,
         budget=wire.BudgetModel.of(outcome.budget) if outcome.budget else {}, thread_id=outcome.thread_id)
     if outcome.edits:
-        result.edit = _unstructure(ls.workspace_edit(outcome.bases, outcome.edits))
+        result.edit = _converter().unstructure(ls.workspace_edit(outcome.bases, outcome.edits))
     return result.dump()
 
 
-async def apply_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.ApplyOpsParams, params, APPLY_OPS)
+async def apply_ops(ls: MarginLanguageServer, params: Any, method: str = APPLY_OPS, where: str = "") -> dict[str, Any]:
+    request = parse_params(wire.ApplyOpsParams, params, method, where)
     prepared = ls.services.editops.prepare_apply(request.core())
     refused = wire.ApplyOpsResult(applied=False, rebased=False, stale_files=prepared.stale)
     if prepared.failure or prepared.plan is None:
@@ -49,7 +57,7 @@ async def apply_ops(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def apply_ops_command(ls: MarginLanguageServer, *arguments: Any) -> dict[str, Any]:
-    return await apply_ops(ls, arguments[0] if arguments else None)
+    return await apply_ops(ls, arguments[0] if arguments else None, APPLY_OPS_COMMAND, "arguments.0")
 
 
 def register(server: MarginLanguageServer) -> None:

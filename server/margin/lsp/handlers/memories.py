@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from margin.lsp import wire_memories as wire
+from margin import deferred
 from margin.lsp.server import MarginLanguageServer, answering_failures, parse_params
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+wire = deferred.module("margin.lsp.wire_memories")
 
 REMEMBER = "margin/remember"
 FORGET = "margin/forget"

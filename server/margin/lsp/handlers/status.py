@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from margin import __version__
-from margin.lsp import wire
+from margin import __version__, deferred
 from margin.lsp.server import MarginLanguageServer, parse_params
-from margin.services.diagnosis import diagnose
+
+# Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
+wire = deferred.module("margin.lsp.wire")
+diagnosis = deferred.module("margin.services.diagnosis")
 
 STATUS = "margin/status"
 
@@ -16,8 +18,8 @@ STATUS = "margin/status"
 async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(wire.StatusParams, params, STATUS)
     app = ls.app
-    reports = await diagnose(app.settings.current, app.backends, app.tokenizers, fresh=request.refresh,
-                             routes=app.completion_routes)
+    reports = await diagnosis.diagnose(app.settings.current, app.backends, app.tokenizers,
+                                       fresh=request.refresh, routes=app.completion_routes)
     return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
                              profiles={r.name: wire.ProfileStatusModel.of(r) for r in reports},
                              files=[wire.FileStatusModel.of(file) for file in app.files.files()],

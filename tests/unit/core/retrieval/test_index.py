@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,8 +61,63 @@ def test_export_import_round_trip_equals_the_original():
         assert reloaded.rank_files(query) == index.rank_files(query)
 
 
+def test_export_survives_json_and_is_compact():
+    index = build()
+    reloaded = RetrievalIndex()
+    for path in index.files():
+        stored = json.loads(json.dumps(index.export_file(path)))
+        assert stored["v"] == index_module.EXPORT_VERSION == 2
+        assert reloaded.import_file(path, index.fingerprint(path), stored) is True
+    for query in ("send request", "cookie value", "redirect location"):
+        assert reloaded.search(query) == index.search(query)
+
+
 def test_import_refuses_another_format_version():
     assert RetrievalIndex().import_file("a.py", "fp", {"v": -1, "lines": 1, "masks": {}}) is False
+    # Version 1 (a hex bit mask of lines per term): refused, so the server re-reads the file.
+    index = build()
+    before = index.search("cookie")
+    assert index.import_file("pkg/cookies.py", "fp:v1", {"v": 1, "lines": 3, "masks": {"cookie": "3"}}) is False
+    assert index.fingerprint("pkg/cookies.py") == f"fp:{FILES['pkg/cookies.py']}"
+    assert index.search("cookie") == before
+
+
+def test_import_refuses_damaged_data_and_changes_nothing():
+    index = build()
+    good = index.export_file("pkg/cookies.py")
+    damaged = [{**good, "tf": "not base64!"}, {**good, "at": good["at"][:-4]},
+               {**good, "terms": good["terms"] + " extra"}, {**good, "lines": "many"},
+               {k: v for k, v in good.items() if k != "terms"}, "not a mapping"]
+    before = [index.rank_files(q) for q in ("cookie", "send", "redirect")]
+    for data in damaged:
+        assert index.import_file("pkg/cookies.py", "fp:bad", data) is False
+        assert index.import_file("new.py", "fp:bad", data) is False
+    assert "new.py" not in index and len(index) == 4
+    assert [index.rank_files(q) for q in ("cookie", "send", "redirect")] == before
+
+
+def test_files_past_65536_lines_round_trip():
+    lines = ["x = 1"] * 70_000
+    lines[3] = lines[69_990] = "needle = compute_needle()"
+    index = RetrievalIndex()
+    index.put("huge.py", "\n".join(lines), "fp")
+    assert index._files["huge.py"].positions.itemsize == 4  # line numbers past 65535
+    reloaded = RetrievalIndex()
+    assert reloaded.import_file("huge.py", "fp", json.loads(json.dumps(index.export_file("huge.py"))))
+    for each in (index, reloaded):
+        hits = each.search("needle", per_file=2)
+        assert sorted(h.start_line <= 69_990 < h.end_line or h.start_line <= 3 < h.end_line for h in hits) == [True, True]
+    assert reloaded.search("needle") == index.search("needle")
+
+
+def test_file_numbers_are_reused():
+    index = RetrievalIndex()
+    for n in range(50):
+        index.put(f"f{n % 3}.py", f"word_{n} = {n}", f"fp{n}")
+        if n % 5 == 0:
+            index.remove(f"f{(n + 1) % 3}.py")
+    assert len(index._names) <= 3
+    assert index.rank_files("word 49")[0][0] == "f1.py"
 
 
 def test_excluded_files_are_never_returned_but_still_count_as_context():

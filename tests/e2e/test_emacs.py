@@ -1,0 +1,222 @@
+"""A real Emacs (28, headless) with eglot 1.9 drives margin-lsp, set up as the README says
+(tests/e2e/emacs/init.el): document sync with emoji and CJK in eglot's UTF-16 positions, a code
+action through the `margin.editSelection` command with its edit applied by workspace/applyEdit
+and saved, chat and edit-ops (proposed, applied, refused as stale) through client-emacs/margin.el.
+scripts/install-emacs.sh installs Emacs and eglot (scripts/test.sh runs it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, clean_env
+from tests.fakes.fake_openai import reply
+
+pytestmark = pytest.mark.emacs
+
+HERE = Path(__file__).parent / "emacs"
+BIN = Path(sys.executable).parent  # the venv's margin-lsp
+
+
+@pytest.fixture(scope="module")
+def emacs() -> str:
+    check = subprocess.run(["bash", str(REPO / "scripts" / "install-emacs.sh"), "--check"],
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        pytest.fail(check.stderr.strip() + " (scripts/test.sh does this before running the tests)")
+    return check.stdout.strip().splitlines()[-1]
+
+
+def run_emacs(emacs: str, script: str, tmp_path: Path, timeout: float = 300, **env: str) -> dict:
+    """Runs `script` (in tests/e2e/emacs/) in a batch Emacs in `tmp_path`, with Margin on PATH
+    and every state folder in `tmp_path`; returns the results it wrote, once it has succeeded."""
+    out = tmp_path / "results.json"
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    run = subprocess.run(
+        [emacs, "--batch", "-l", str(HERE / script)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+        env=clean_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", HOME=str(home), MARGIN_EMACS_OUT=str(out),
+                      XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
+                      XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+                      MARGIN_LOG_FILE=str(tmp_path / "margin.log"), MARGIN_DATABASE=str(tmp_path / "t.db"),
+                      **env),
+        capture_output=True, text=True, timeout=timeout)
+    results = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-3000:])
+    return results
+
+
+def fingerprint(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def server_log(tmp_path: Path) -> str:
+    text = (tmp_path / "margin.log").read_text()
+    assert "ERROR" not in text and "Traceback" not in text, text
+    return text
+
+
+def project(tmp_path: Path, name: str, text: str) -> Path:
+    (tmp_path / ".git").mkdir()
+    source = tmp_path / name
+    source.write_bytes(text.encode())
+    return source
+
+
+SYNC_TEXT = ("# 😀✨ 名前 greeting\n"
+             "def greet(name):\n"
+             "    return 'x😀y ' + name  # 漢字\n")
+
+
+def test_emacs_buffer_edits_with_emoji_and_cjk_reach_the_server_exactly(emacs, tmp_path):
+    source = project(tmp_path, "greet.py", SYNC_TEXT)
+    results = run_emacs(emacs, "sync_check.el", tmp_path, MARGIN_EMACS_FILE=str(source),
+                        MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1")  # no backend is needed here
+    # eglot 1.9 offers no position encodings, so Margin takes UTF-16, as eglot counts columns.
+    assert results["encoding_offered"] == "none" and results["server_encoding"] == "utf-16"
+    for label in ("opened", "one_at_a_time", "several", "saved"):
+        copy = results[label]
+        assert copy["server_fingerprint"] == copy["buffer_fingerprint"], label
+        assert copy["server_fingerprint"] == fingerprint(copy["text"].encode()), label
+        assert copy["server_version"] == copy["buffer_version"], label
+    assert results["opened"]["text"] == SYNC_TEXT
+    assert results["one_at_a_time"]["text"] == SYNC_TEXT.replace("😀✨", "😀🎉✨").replace("名前", "なまえ🙂")
+    expected = ("# 😀🎉✨ なまえ🙂 greeting\n"
+                "def greet(name):\n"
+                "    return 'xy ' + name  # 漢字と😀𠀋\n"
+                "print('終わり 👋')\n")
+    assert results["several"]["text"] == expected
+    assert source.read_bytes() == expected.encode()
+    assert results["saved"]["server_fingerprint"] == fingerprint(source.read_bytes())
+    assert results["stopped"] is True
+    log = server_log(tmp_path)
+    assert "encoding=utf-16" in log
+
+
+TOTAL = ("# 😀 sums, 合計\n"
+         "# margin: make it iterative\n"
+         "def total(n):\n"
+         "    return n + total(n - 1) if n else 0\n"
+         "\n"
+         "print(total(3))\n")
+ITERATIVE = "def total(n):\n    result = 0\n    while n:\n        result, n = result + n, n - 1\n    return result"
+TOTAL_EDITED = ("# 😀 sums, 合計\n"
+                "def total(n):\n    result = 0\n    while n:\n        result, n = result + n, n - 1\n    return result\n"
+                "\n"
+                "print(total(3))\n")
+
+
+def code_action(emacs, tmp_path, fake) -> tuple[Path, dict]:
+    source = project(tmp_path, "total.py", TOTAL)
+    results = run_emacs(emacs, "code_action.el", tmp_path, MARGIN_EMACS_FILE=str(source), MARGIN_EMACS_LINES="3,4",
+                        MARGIN_EMACS_TITLE="Margin: make it iterative", MARGIN_DEFAULTS_BASE_URL=fake.base_url,
+                        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base")
+    assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
+    assert results["command"] == "margin.editSelection"  # eglot 1.9 runs the command: it cannot resolve
+    assert results["request_timeout"] == 10  # eglot's default time limit, as the README leaves it
+    assert source.read_bytes() == TOTAL_EDITED.encode()  # the comment gone, the emoji and CJK intact
+    for label in ("edited", "saved"):
+        copy = results[label]
+        assert copy["server_fingerprint"] == copy["buffer_fingerprint"], label
+        assert copy["server_version"] == copy["buffer_version"], label
+    assert results["saved"]["server_fingerprint"] == fingerprint(source.read_bytes())
+    assert results["stopped"] is True
+    (sent,) = fake.requests
+    assert sent["messages"][1]["content"].endswith("Instruction: make it iterative")
+    return source, results
+
+
+def test_a_code_action_chosen_in_emacs_runs_the_command_and_its_edit_is_saved(emacs, tmp_path, fake):
+    fake.script(reply(json.dumps({"replacement": ITERATIVE})))
+    _, results = code_action(emacs, tmp_path, fake)
+    # The model was quick: the command answered once the edit was in the buffer.
+    assert results["command_result"] == {"applied": True}
+    assert results["changed_when_answered"] is True
+    server_log(tmp_path)
+
+
+def test_a_slow_model_outlasts_eglots_request_timeout_and_the_edit_still_lands(emacs, tmp_path, fake):
+    """eglot's default `jsonrpc-default-request-timeout' (10 s) and a model taking 12 s: Margin
+    answers the command `pending' before eglot gives up, and applies the edit when the model is
+    done."""
+    from margin.lsp.handlers.code_actions import COMMAND_ANSWER_S
+
+    fake.script(reply(json.dumps({"replacement": ITERATIVE}), delay_s=12))
+    _, results = code_action(emacs, tmp_path, fake)
+    assert results["command_result"] == {"applied": False, "pending": True}
+    assert results["changed_when_answered"] is False
+    assert COMMAND_ANSWER_S <= results["command_answered_s"] < 10
+    log = server_log(tmp_path)
+    assert "edit selection answered pending" in log and "applied=True" in log
+
+
+SUMS = "# 😀 合計\ndef total(n):\n    return n + total(n - 1) if n else 0\n\nprint(total(3))\n"
+RENAMED = "# 😀 合計\ndef sum_to(n):\n    return n + sum_to(n - 1) if n else 0\n\nprint(sum_to(3))\n"
+DIR_LOCALS = """((nil . ((eglot-workspace-configuration
+          . (:margin (:chat (:model "emacs-chat") :chatOps (:model "emacs-ops")))))))
+"""
+
+
+def ops(*items: dict) -> str:
+    return json.dumps({"assistant_message": "Done.", "ops": list(items)})
+
+
+def test_chat_and_edit_ops_from_emacs_with_margin_el(emacs, tmp_path, fake):
+    source = project(tmp_path, "sums.py", SUMS)
+    (tmp_path / ".dir-locals.el").write_text(DIR_LOCALS)
+    fake.script(
+        reply("It adds 1..n, recursively. 🙂"),
+        reply(ops({"op": "replace", "target_file": "sums.py", "target": "match",
+                   "match": "def total(n):\n    return n + total(n - 1) if n else 0\n",
+                   "content": "def sum_to(n):\n    return n + sum_to(n - 1) if n else 0\n"},
+                  {"op": "replace", "target_file": "sums.py", "target": "match", "match": "print(total(3))",
+                   "content": "print(sum_to(3))"})),
+        reply(ops({"op": "replace", "target_file": "sums.py", "target": "match", "match": "print(sum_to(3))\n",
+                   "content": "print(sum_to(30))\n"})),
+    )
+    results = run_emacs(emacs, "chat_editops.el", tmp_path, MARGIN_EMACS_FILE=str(source),
+                        MARGIN_EMACS_CLIENT=str(REPO / "client-emacs"), MARGIN_EMACS_MODEL="emacs-chat",
+                        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base")
+    # Settings came from eglot-workspace-configuration (.dir-locals.el), pulled by Margin.
+    assert [request["model"] for request in fake.requests] == ["emacs-chat", "emacs-ops", "emacs-ops"]
+
+    # Chat: answered by the backend, shown in *margin*; the message and the buffer were sent.
+    assert results["chat_reply"] == "It adds 1..n, recursively. 🙂" and results["chat_thread"] is True
+    assert results["chat_shown"] == "> What does total do? 😀\n\nIt adds 1..n, recursively. 🙂\n\n"
+    chat = fake.requests[0]["messages"]
+    assert chat[-1]["role"] == "user" and chat[-1]["content"].endswith("\n\nWhat does total do? 😀")
+    assert f"```python\n{SUMS}```" in chat[-1]["content"]  # the open file, byte for byte
+    # Explain: the sections, no model call (three requests in all above).
+    assert "history" in results["explain_sections"] and results["explain_last_message"] == "And now?"
+
+    # Edit-ops: proposed, shown, applied after eglot asked (its default), saved.
+    assert results["proposal_ops"] == 2 and "sum_to" in results["proposal_shown"]
+    assert results["before_apply"] == SUMS
+    assert results["applied"] is True and results["rebased"] is False
+    (asked,) = results["asked"]
+    assert asked.startswith("[eglot] Server wants to edit:") and str(source) in asked
+    assert results["after_apply"] == RENAMED
+    saved = results["saved"]
+    assert saved["server_fingerprint"] == saved["buffer_fingerprint"] == fingerprint(RENAMED.encode())
+    assert saved["server_version"] == saved["buffer_version"]
+
+    # Stale: the line the proposal replaces was edited first; refused by margin-apply and by the
+    # command margin.applyOps alike, the buffer untouched.
+    assert results["stale_proposal_ops"] == 1
+    edited = RENAMED.replace("sum_to(3)", "sum_to(4) 🙂")
+    assert results["before_stale"] == edited
+    assert results["stale_applied"] is False and results["stale_files"] == [source.as_uri()]
+    assert source.as_uri() in results["stale_reason"]
+    assert results["command_stale_applied"] is False and results["command_stale_files"] == [source.as_uri()]
+    assert results["after_stale"] == edited
+    copy = results["stale_copy"]
+    assert copy["server_fingerprint"] == copy["buffer_fingerprint"] == fingerprint(edited.encode())
+    assert source.read_bytes() == edited.encode()
+    assert results["stopped"] is True
+    server_log(tmp_path)
