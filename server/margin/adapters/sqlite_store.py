@@ -171,6 +171,11 @@ class SQLiteThreadStore:
     @contextlib.asynccontextmanager
     async def _begun(self, db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
         try:
+            # A writer cancelled while its BEGIN was on its way (a summary giving way to the user)
+            # leaves the connection inside its transaction: once what it queued has run, undo it.
+            await db.execute("SELECT 1")
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
             await db.execute("BEGIN IMMEDIATE")
             try:
                 yield db

@@ -216,3 +216,23 @@ async def test_full_database_is_named_and_the_failed_write_leaves_no_trace(tmp_p
     assert [t.id for t in exported.threads] == [thread.id]
     assert [m.content for m in exported.messages[thread.id]] == ["kept"]
     await store.close()
+
+
+async def test_a_writer_cancelled_at_any_moment_leaves_no_transaction_behind(store):
+    """A background summary's write is cancelled when the user's request comes first; wherever
+    the cancellation lands (even while its BEGIN is on its way to SQLite), the next write works
+    and nothing of the cancelled one is half there."""
+    thread = await store.new_thread("file:///ws", "chat")
+    kept = 0
+    for pause in range(40):
+        writing = asyncio.ensure_future(store.append(thread.id, [NewMessage("user", "cancelled"),
+                                                                  NewMessage("assistant", "never half")]))
+        for _ in range(pause % 8):
+            await asyncio.sleep(0)
+        writing.cancel()
+        await asyncio.gather(writing, return_exceptions=True)
+        await store.append(thread.id, [NewMessage("user", f"kept {pause}")])  # never StoreUnavailable
+        kept += 1
+    contents = [m.content for m in await store.messages(thread.id)]
+    assert [c for c in contents if c.startswith("kept")] == [f"kept {i}" for i in range(kept)]
+    assert contents.count("cancelled") == contents.count("never half")  # whole or absent
