@@ -2,7 +2,8 @@
 sample of the generated answers of tests/fuzz_answers.py — edit-ops (margin/editOps, then
 margin/applyOps and the workspace/applyEdit it sends), selection edits (codeAction/resolve) and
 inline completion (the chat route's JSON, and raw text from llama.cpp's /infill) — each
-against documents full of unicode edge cases.
+against documents full of unicode edge cases; and thread summaries written in the background
+(streamed odd text, huge text, cut streams, errors, garbage) at a small window.
 
 Whatever the answer: every request is answered, with a result or a documented LSP error
 (RequestFailed), and the server never exits; an edit the editor is asked to apply is exactly
@@ -30,6 +31,7 @@ from tests.e2e.lsp_client import change_doc, margin_client, open_doc, request
 from tests.fakes.fake_openai import FakeBackend, reply, status
 from tests.fuzz_answers import (
     OUTSIDE,
+    answer_text,
     A,
     B,
     apply_lsp_edits,
@@ -300,3 +302,86 @@ async def _completion(s: Session, text: str, cursor: int, kind: str):
         assert cursor <= end <= line_end
     check_suggestion(item["insertText"], text[cursor:end])
     json.dumps(item)  # the item is plain JSON
+
+
+# --- summaries ---------------------------------------------------------------------------------
+
+SUMMARISING = "You keep the running summary"
+"""How the summary template's system prompt starts (prompts/summary_v1.md)."""
+
+
+class SummaryRouting(FakeBackend):
+    """Summary requests answered from `summaries` in order (a default note when it is empty);
+    chat requests with a short reply."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.summaries: list = []
+        self.summaries_asked = 0
+        self.default = reply("A short answer about f.")
+
+    def _next_step(self, body, headers):
+        messages = body.get("messages") or [{}]
+        if str(messages[0].get("content", "")).startswith(SUMMARISING):
+            with self._lock:
+                self.requests.append(body)
+                self.headers.append(headers)
+                self.summaries_asked += 1
+                return self.summaries.pop(0) if self.summaries else reply("Notes: f in a.py returns 1.")
+        return super()._next_step(body, headers)
+
+
+@st.composite
+def summary_answer(draw):
+    """A summary as the backend may send it: streamed pieces of odd text, huge text, a cut
+    stream, an HTTP error or garbage."""
+    from tests.fakes.fake_openai import raw, stream
+
+    pieces = draw(st.lists(answer_text(), min_size=0, max_size=4))
+    end = draw(st.sampled_from(["stop"] * 5 + ["length", "cut", "500", "garbage"]))
+    if end == "500":
+        return status(500, {"error": {"message": "overloaded"}})
+    if end == "garbage":
+        return raw("<html>not a stream</html>", content_type="text/html")
+    if end == "cut":
+        return stream(pieces or ["x"], cut_after=max(len(pieces) - 1, 0))
+    return stream(pieces or [""], finish_reason=end)
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // 3, 5))  # a server each: CI's 30 give 10, the full run 33
+@given(answer=summary_answer())
+def test_summary_answers_through_the_server(tmp_path_factory, answer):
+    """A small window, so every few turns a summary is asked for in the background; whatever
+    it answers, the server serves on, the visible history is exactly the turns sent, and the
+    next prompt fits its window."""
+    tmp = tmp_path_factory.mktemp("fuzz-summary")
+    runner = asyncio.Runner()
+    with SummaryRouting(props={"default_generation_settings": {"n_ctx": 2048}},
+                        models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as fake:
+        env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp / "t.db"),
+               "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_CHAT_MAX_OUTPUT_TOKENS": "64"}
+
+        async def session() -> None:
+            async with margin_client(env=env, root=Path("/ws")) as client:
+                open_doc(client, A, "def f():\n    return 1\n")
+                fake.summaries.append(answer)
+                sent = []
+                for turn in range(40):
+                    message = f"Turn {turn}: please look at f again. " + "Why does f return one? " * 12
+                    result = await request(client, "margin/chat", {"message": message, "textDocument": {"uri": A}})
+                    assert "message" not in result, result["message"]  # never over budget
+                    sent.append(message)
+                    while (await request(client, "margin/status", {}))["background"]:
+                        await asyncio.sleep(0.01)  # the summary being written, as a person would wait
+                    if fake.summaries_asked and not fake.summaries:
+                        break
+                assert fake.summaries_asked, "no summary was ever asked for"
+                thread = result["threadId"]
+                assert [c for r, c in await history(client, thread) if r == "user"] == sent
+                explained = await request(client, "margin/explain", {"message": "And now?", "textDocument": {"uri": A}})
+                assert explained["budget"]["counted"] <= explained["budget"]["limit"]
+                summary = next(s for s in explained["budget"]["sections"] if s["name"] == "summary")
+                TALLY["summary:accepted" if summary["kept"] else "summary:refused"] += 1
+
+        runner.run(session())
+    runner.close()
