@@ -148,6 +148,18 @@ async def test_resolve_failures_are_errors_a_person_can_act_on(fake, tmp_path):
         assert (await actions(client))[0]["title"] == "Margin: make it iterative"  # still serving
 
 
+async def test_a_tokenizer_that_fails_is_an_error_a_person_can_act_on(fake, tmp_path):
+    """The llama.cpp tokenizer on a backend with no /tokenize (the fuzzing found this as an
+    InternalError): the resolve fails naming the tokenizer, and no model is asked."""
+    async with start(fake, tmp_path, MARGIN_EDIT_TOKENIZER="llama.cpp") as client:
+        open_doc(client, A, TEXT, version=1)
+        (comment, *_) = await actions(client)
+        with pytest.raises(JsonRpcException, match="Could not count tokens with llama.cpp") as failed:
+            await lsp(client, "codeAction/resolve", comment, types.CodeAction)
+        assert failed.value.code == -32803  # RequestFailed, not InternalError
+        assert fake.requests == []
+
+
 async def test_cancelling_a_resolve_stops_the_model_call(fake, tmp_path):
     fake.script(reply(json.dumps({"replacement": ITERATIVE}), delay_s=30))
     async with start(fake, tmp_path) as client:

@@ -216,11 +216,10 @@ class ChatService:
                 known.update(zip(missing, await counter.count_texts(missing)))
             except ProviderError as error:
                 raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
-        framing = await framing_tokens(counter)
-
-        chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
-                       tools_tokens=await tools_tokens(counter, offered))
         try:
+            framing = await framing_tokens(counter)
+            chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
+                           tools_tokens=await tools_tokens(counter, offered))
             assembly, counted = await fit_prompt(
                 lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
                                            reserved_output=profile.max_output_tokens, tokenizer=tokenizer,

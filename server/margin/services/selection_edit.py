@@ -163,9 +163,9 @@ class SelectionEditService:
             raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
         edit = EditInput(profile.system, profile.optional_system, file_id, base.language_id, before, region.shown,
                          after, instruction, found.files if found else (), found.cut if found else ())
-        count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
-        framing = await framing_tokens(counter)
         try:
+            count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
+            framing = await framing_tokens(counter)
             assembly, counted = await fit_prompt(
                 lambda room: assemble_edit(edit, count, context_window=room,
                                            reserved_output=profile.max_output_tokens, tokenizer=counter.name,
