@@ -175,6 +175,14 @@ class ChatService:
     async def prepare(self, ask: Ask, profile: Profile, *, tools: bool = False) -> Prepared:
         """Everything up to the model call: thread, counts, the assembled prompt. `tools`: the
         request may offer the `recall` tool (chat), where the backend takes tools."""
+        try:
+            return await self._prepare(ask, profile, tools)
+        except SystemPromptTooLarge as error:
+            raise RequestError(str(error)) from None
+        except ProviderError as error:  # only the tokenizer is asked anything before the model call
+            raise RequestError(f"Could not count tokens with {profile.counter.name}: {error}") from None
+
+    async def _prepare(self, ask: Ask, profile: Profile, tools: bool) -> Prepared:
         counter = profile.counter
         tokenizer = counter.name
         thread = await self.threads.thread_for(ask.where)
@@ -184,10 +192,7 @@ class ChatService:
         system, optional = profile.system, profile.optional_system
         rules = Instructions()
         if self.instructions is not None:
-            try:
-                rules = await self.instructions.for_prompt(ask.where.text_document, counter)
-            except ProviderError as error:
-                raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
+            rules = await self.instructions.for_prompt(ask.where.text_document, counter)
         where = ask.where.text_document
         memories = [m.text for m in await self.memories.for_prompt(where)] if self.memories else []
         snippets = await self.retrieval.snippets(ask.message, where, [f.file.uri for f in files]) \
@@ -200,11 +205,7 @@ class ChatService:
         texts = [system, newest, *(t for _, t in optional), *(render(f) for f in files),
                  *(m.content for m in history), *texts_to_count(chat)]
         missing = list(dict.fromkeys(t for t in texts if t not in known))
-        try:
-            counts = await counter.count_texts(missing)
-        except ProviderError as error:
-            raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
-        known.update(zip(missing, counts))
+        known.update(zip(missing, await counter.count_texts(missing)))
         shown = pointers.show(history, known.__getitem__, self.render_pointer)
         offered = recall_tool.TOOLS if tools and self.recall_tool and profile.tools else ()
         legend = profile.pointer_legend(pointers.RECALL_BY_TOOL if offered else pointers.RECALL_BY_USER)
@@ -212,23 +213,15 @@ class ChatService:
         more = [legend, *pointers.texts(shown), *([summary.shown()] if summary else [])]
         missing = list(dict.fromkeys(t for t in more if t not in known))
         if missing:
-            try:
-                known.update(zip(missing, await counter.count_texts(missing)))
-            except ProviderError as error:
-                raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
-        try:
-            framing = await framing_tokens(counter)
-            chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
-                           tools_tokens=await tools_tokens(counter, offered))
-            assembly, counted = await fit_prompt(
-                lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
-                                           reserved_output=profile.max_output_tokens, tokenizer=tokenizer,
-                                           exact=counter.exact, framing_tokens=framing),
-                counter, profile.window)
-        except SystemPromptTooLarge as error:
-            raise RequestError(str(error)) from None
-        except ProviderError as error:
-            raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
+            known.update(zip(missing, await counter.count_texts(missing)))
+        framing = await framing_tokens(counter)
+        chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
+                       tools_tokens=await tools_tokens(counter, offered))
+        assembly, counted = await fit_prompt(
+            lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
+                                       reserved_output=profile.max_output_tokens, tokenizer=tokenizer,
+                                       exact=counter.exact, framing_tokens=framing),
+            counter, profile.window)
         return Prepared(profile, thread, assembly, newest, ask.message, counted, files, history, ask)
 
     async def chat(self, ask: Ask, on_delta: OnDelta = lambda text: None) -> ChatOutcome:
