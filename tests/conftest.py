@@ -138,3 +138,20 @@ def pytest_sessionfinish(session, exitstatus):
     if skipped and exitstatus == 0:
         reporter.write_line(f"{len(skipped)} test(s) skipped: this suite has no optional tests", red=True)
         session.exitstatus = 1
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """The failed tests once more, a line each, after pytest's own summary: on CI pytest prints
+    each failure's message whole, so a long one (a server log) can push the names out of the
+    part of the output a CI page keeps."""
+    yield
+    failed = [r for key in ("failed", "error") for r in terminalreporter.stats.get(key, [])
+              if getattr(r, "when", "call") in ("setup", "call", "teardown")]
+    if not failed:
+        return
+    terminalreporter.write_sep("=", "failed, in short")
+    for report in failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        first = (crash.message if crash else str(report.longrepr)).strip().splitlines()[:1]
+        terminalreporter.write_line(f"{report.nodeid} ({report.when}): {first[0][:300] if first else ''}")

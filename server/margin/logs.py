@@ -45,6 +45,19 @@ class _RedactLibraryArguments(logging.Filter):
         return True
 
 
+_NOT_A_URI = re.compile(r"[\s\x00-\x1f\x7f]")
+URI_SHOWN_UP_TO = 500
+
+
+def uri(value: str) -> str:
+    """A document's URI as a log line shows it: the URI itself (a file's name is metadata), or
+    only its length where the client sent text no URI holds (whitespace and control characters
+    are percent-encoded in a URI) or one too long to be a file's name."""
+    if len(value) > URI_SHOWN_UP_TO or _NOT_A_URI.search(value):
+        return f"<not a URI: {len(value)} characters>"
+    return value
+
+
 def configure(level: str | None = None, path: str | None = None) -> None:
     level = (level or os.environ.get("MARGIN_LOG_LEVEL") or "INFO").upper()
     path = path or os.environ.get("MARGIN_LOG_FILE") or None

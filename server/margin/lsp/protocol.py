@@ -268,6 +268,17 @@ class MarginProtocol(LanguageServerProtocol):
         error = JsonRpcInternalError.of((type(exception), exception, exception.__traceback__))
         self._send_response(msg_id, error=error.to_response_error())
 
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """The client's answer to a request of Margin's. One that comes after Margin gave up
+        waiting (applyEditTimeoutS) is dropped: pygls would set the result of the cancelled wait
+        and log InvalidStateError."""
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            del self._request_futures[msg_id]
+            log.info("answer after the request was given up id=%s", msg_id)
+            return
+        super()._handle_response(msg_id, result, error)
+
     def _handle_notification(self, method_name: str, params: Any) -> None:
         known = method_name == types.CANCEL_REQUEST or method_name in self.fm.builtin_features \
             or method_name in self.fm.features

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from margin import deferred
+from margin import deferred, logs
 from margin.core.completion.code_shape import indent_of
 from margin.core.file_block import fence
 from margin.core.settings_preread import completion_menu as completion_menu_preread
@@ -46,7 +46,7 @@ async def _complete(ls: MarginLanguageServer, request: CompletionRequest) -> Com
     try:
         return await ls.services.completion.complete(request)
     except Exception:  # a bug: logged in full, and the editor gets no suggestion, not an error
-        log.exception("completion crashed uri=%s", request.uri)
+        log.exception("completion crashed uri=%s", logs.uri(request.uri))
         return completion_service.CompletionOutcome(None, reason="Margin failed; see its log")
 
 
