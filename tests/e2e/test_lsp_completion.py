@@ -271,6 +271,18 @@ async def test_failures_answer_empty_with_a_log_line_never_an_error(fake, tmp_pa
     assert "def add" not in log  # metadata only
 
 
+async def test_a_tokenizer_that_fails_answers_empty_with_a_log_line(fake, tmp_path):
+    """The llama.cpp tokenizer on a backend with no /tokenize: completion logged a crash with a
+    traceback (found by the parameter fuzz); it is a failed completion like any other."""
+    log_file = tmp_path / "margin.log"
+    async with start(fake, tmp_path, MARGIN_LOG_FILE=str(log_file), MARGIN_COMPLETION_TOKENIZER="llama.cpp") as client:
+        open_doc(client, A, "def add(a, b):\n    return \n")
+        assert await inline(client, inline_params(1, 11)) == []
+    assert [path for path, _ in fake.posts][-1] == "/tokenize", fake.posts  # the model is not asked
+    log = log_file.read_text()
+    assert "completion failed" in log and "Traceback" not in log and "crashed" not in log
+
+
 # --- every route's request, exactly ------------------------------------------------------------
 
 SMALL = "def add(a, b):\n    return \n"

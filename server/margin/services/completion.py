@@ -218,6 +218,9 @@ class CompletionService:
         except RequestError as error:
             log.info("completion failed uri=%s error=%s", logs.uri(file.uri), type(error).__name__)
             return CompletionOutcome(None, reason=str(error))
+        except ProviderError as error:  # the tokenizer's (the model call's are met in _ask)
+            log.info("completion failed uri=%s error=%s", logs.uri(file.uri), error.kind)
+            return CompletionOutcome(None, reason=str(error))
 
     def snippets(self, file: VirtualFile) -> tuple[Snippet, ...]:
         """Windows of other open files, recently edited first: around the line last edited, else
