@@ -31,6 +31,7 @@ from margin.core.completion.code_shape import (
     state_at,
     width,
 )
+from margin.core.llm import joined
 
 MAX_LINES = 16
 """A multi-line suggestion stops after this many lines."""
@@ -121,7 +122,8 @@ def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     crlf = "\r\n" in context.prefix[-2000:] or "\r\n" in context.suffix[:2000]
     cursor = _cursor(context)
     tokens = _tokens(context.fim_tokens)
-    text = _strip_markup(raw.replace("\r\n", "\n"), tokens, cursor)
+    # A lone surrogate (half of a JSON escape pair) as U+FFFD: the editor is sent valid Unicode.
+    text = _strip_markup(joined([raw]).replace("\r\n", "\n"), tokens, cursor)
     if not text or not text.strip():
         return None
     lines = _drop_echo(text.split("\n"), cursor)

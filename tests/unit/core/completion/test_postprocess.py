@@ -194,3 +194,11 @@ def test_a_model_that_writes_the_middle_then_the_suffix_never_doubles_the_suffix
     if got is not None and got.text.startswith(middle) and len(got.text) > len(middle):
         # whatever it kept past the true middle must be what it replaces, not a second copy
         assert len(got.text) - got.replaces <= len(middle), (got, middle)
+
+
+def test_a_lone_surrogate_in_the_answer_reaches_the_editor_as_a_replacement_character():
+    """A backend's JSON can escape half a surrogate pair; the editor is sent valid Unicode, and a
+    pair split by the escapes is one character again."""
+    context = CompletionContext('label = "', '"\n', "python")
+    assert clean("caf\udce9 \ud83d\ude00", context) == Suggestion("caf\ufffd \U0001f600", 0)
+    assert "\ud800" not in clean("x\ud800", context).text
