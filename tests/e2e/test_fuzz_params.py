@@ -437,3 +437,30 @@ async def test_a_uri_that_holds_text_is_logged_by_its_length_only(tmp_path, fake
     assert log.count(f"change not applied uri=<not a URI: {len(text_uri)} characters> version=2: "
                      f"<not a URI: {len(text_uri)} characters> is not open") == 1
     assert f"open uri=<not a URI: {len(long_uri)} characters> version=1" in log
+
+
+async def test_a_message_the_json_parser_cannot_read_is_answered(tmp_path, fake):
+    """Nested deeper than Python's JSON parser goes, a request went unanswered (pygls logged a
+    traceback): the editor waited for ever. So did a body that is not JSON."""
+    async with raw_client(_env(fake.base_url, tmp_path), capabilities=CAPABILITIES) as client:
+        async def send(body: bytes, msg_id: int | None) -> dict[str, Any] | None:
+            assert client.process.stdin is not None
+            client.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            if msg_id is None:
+                return None
+            client._pending[msg_id] = future = asyncio.get_running_loop().create_future()
+            return await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+
+        deep = "[" * 5000 + "]" * 5000
+        response = await send(b'{"jsonrpc":"2.0","method":"margin/chat","params":{"message":"x","b":%s},"id":9001}'
+                              % deep.encode(), 9001)
+        assert _message_of(response) == "margin/chat: invalid params: nested too deeply to read (the limit is " \
+                                        "about 900 levels)"
+        response = await send(b'{"jsonrpc":"2.0","id":9002,"method":"margin/status","params":{', 9002)
+        assert response["error"]["code"] == -32700 and "not JSON" in response["error"]["message"]
+        await send(b'{"jsonrpc":"2.0","method":"textDocument/didOpen","params":%s}' % deep.encode(), None)
+        await send(b"\xff\xfe", None)
+        assert "result" in await client.message("margin/status", {}, timeout=REQUEST_TIMEOUT_S)
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log
+    assert log.count("message not readable") == 4

@@ -24,6 +24,7 @@ from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
+    JsonRpcParseError,
     JsonRpcRequestCancelled,
 )
 from pygls.protocol import (
@@ -35,6 +36,7 @@ from pygls.protocol import (
 )
 
 from margin.core.vfs import PositionEncoding, choose_position_encoding
+from margin.lsp.transport import top_level
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +202,27 @@ class MarginProtocol(LanguageServerProtocol):
         if any(_LONE_SURROGATE.search(key) for key in data):
             return {_whole_characters(key): value for key, value in data.items()}
         return data
+
+    def unreadable(self, body: bytes, error: Exception) -> None:
+        """A message Python's JSON parser cannot read: not JSON, not UTF-8, or nested deeper than
+        it goes. A request is answered, its id found by a scan (lsp/transport.py): InvalidParams
+        when only the depth was the problem, else ParseError — with a null id, as JSON-RPC asks,
+        when the body is not JSON and no id is found. A notification is dropped with a log line."""
+        found = top_level(body, ("id", "method"))
+        method = found.get("method")
+        known = isinstance(method, str) and (method in self.fm.features or method in self.fm.builtin_features)
+        shown = method if known else "?"
+        deep = isinstance(error, RecursionError)
+        log.warning("message not readable method=%s bytes=%d: %s", shown, len(body),
+                    "nested too deeply" if deep else "not JSON")
+        if "id" not in found and (deep or "method" in found):
+            return  # a notification
+        if deep:
+            answer: JsonRpcException = JsonRpcInvalidParams(
+                f"{shown}: invalid params: nested too deeply to read (the limit is about 900 levels)")
+        else:
+            answer = JsonRpcParseError(f"the message is not JSON Margin can read: {type(error).__name__}")
+        self._send_response(found.get("id"), error=answer.to_response_error())
 
     def handle_message(self, message: Any) -> None:
         """A message read whole. Params lsprotocol cannot read (wrong types, missing fields, out

@@ -12,16 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
+from threading import Event
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Mapping, Sequence,
+                    TypeVar)
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from margin import __version__, deferred
 from margin.lsp.protocol import MarginProtocol, margin_converter
+from margin.lsp.transport import read_messages
 from margin.services.errors import RequestError
 
 if TYPE_CHECKING:
@@ -108,6 +113,35 @@ class MarginLanguageServer(LanguageServer):
         """Margin's initializationOptions (out of a `{"margin": ...}` wrapper): the reply to
         `initialize` reads them unvalidated (margin.core.settings_preread), `resolve_settings`
         applies them right after it"""
+
+    # --- transport: pygls' start-up with Margin's read loop (lsp/transport.py) -----------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        self._stop_event = Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(read_messages(self._stop_event, reader, self.protocol, self._report_server_error))
+        except (BrokenPipeError, KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        self._stop_event = stop_event = Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await read_messages(stop_event, reader, self.protocol, self._report_server_error)
+            self.shutdown()
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(serve())
 
     @property
     def services(self) -> Services:
