@@ -65,7 +65,7 @@ class Recorder:
 
 def env(fake: FakeBackend, database: Path, **extra: str) -> dict[str, str]:
     return {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(database),
-            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_LOG_LEVEL": "WARNING", **extra}
+            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_LOG_LEVEL": "INFO", **extra}
 
 
 async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
