@@ -57,6 +57,8 @@ BACKEND_FAULTS = [
     pytest.param(stream(["Half of ", "the answer ", "never comes"], cut_after=2),
                  "cut the connection in the middle of the reply", id="stream-cut"),
     pytest.param(sse_lines(['{"choices": [{"delta": {"content": "fine']), "not JSON", id="garbage-event"),
+    pytest.param(raw("<html><body>Sign in to continue</body></html>", content_type="text/html"),
+                 "sent a reply with no event stream in it (text/html), not an OpenAI-compatible", id="html-page"),
     pytest.param(hang(60), "stopped sending for 1 s (timeoutS)", id="slow-past-timeoutS"),
 ]
 

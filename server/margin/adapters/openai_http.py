@@ -233,10 +233,11 @@ class OpenAICompatibleProvider:
             raise self._malformed("a body that is not valid JSON of the expected shape") from None
 
     async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
-        finished = False
+        finished, events = False, 0
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue  # blank separators, comments, event:/id:/retry: fields
+            events += 1
             data = line[5:].strip()
             if data == "[DONE]":
                 return
@@ -266,6 +267,9 @@ class OpenAICompatibleProvider:
             finished = finished or finish_reason is not None
             if text or finish_reason or usage or calls:
                 yield ChatDelta(text, finish_reason, usage, calls)
+        if not finished and not events:  # a web page (a proxy's sign-in, a UI), not a cut stream
+            kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+            raise self._malformed(f"a reply with no event stream in it ({kind})", MalformedStream)
         if not finished:
             raise MalformedStream(
                 f"The stream from {self.base_url} ended before the reply was complete. Nothing "
