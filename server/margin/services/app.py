@@ -62,6 +62,9 @@ class MarginApp:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     """work done after a request has been answered (thread summaries): cancelled at shutdown"""
     _storage: ThreadStorage | None = None
+    _retired: list[ThreadStorage] = field(default_factory=list)
+    """stores left when the `database` setting changed: requests begun on one may still be
+    writing to it, so each is closed at shutdown"""
     _templates: Templates | None = None
 
     @classmethod
@@ -107,6 +110,8 @@ class MarginApp:
         settings = self.settings.current.globals
         path = Path(settings.database).expanduser() if settings.database else thread_storage.default_database_path()
         if self._storage is None or self._storage.path != path:
+            if self._storage is not None:
+                self._retired.append(self._storage)
             self._storage = thread_storage.ThreadStorage(self.make_store, path, ttl_days=settings.thread_ttl_days,
                                                          tell_user=lambda message: self.tell_user(message))
         return self._storage
@@ -149,5 +154,6 @@ class MarginApp:
             await self.backends.aclose()
         if "tokenizers" in self.__dict__:
             await self.tokenizers.aclose()
-        if self._storage is not None:
-            await self._storage.close()
+        for storage in [*self._retired, self._storage]:
+            if storage is not None:
+                await storage.close()

@@ -9,13 +9,15 @@ import time
 import pytest
 
 from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core.settings import Source
+from margin.core.settings_state import SettingsState
 from margin.core.threads import FILE_CONTEXT, NewMessage
 from margin.core.vfs import Position, Range
 from margin.core.where import Where
 from margin.services.chat import Ask
 from margin.services.errors import NotFound, RequestError
 from margin.services.thread_storage import DAY_S, ThreadStorage
-from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services
+from tests.fakes.fake_provider import BASE_URL, WS, FakeProvider, close, fake_app, fake_services
 
 
 async def test_corrupt_database_falls_back_to_memory_with_one_message(tmp_path):
@@ -152,3 +154,20 @@ async def test_the_list_says_when_threads_are_not_being_saved(tmp_path):
     assert len(listed.threads) == 1 and not listed.persistent
     assert listed.problem and str(path) in listed.problem
     await close(services)
+
+
+async def test_a_database_left_by_a_settings_change_is_closed_at_shutdown(tmp_path):
+    """The `database` setting changed mid-session: the store left behind (a request begun on it
+    may still be writing) is closed with the app, so SQLite folds its write-ahead log back in."""
+    app = fake_app(tmp_path, FakeProvider())
+    app.settings = SettingsState({"MARGIN_DEFAULTS_BASE_URL": BASE_URL})  # the database comes from settings
+    assert not app.settings.update("workspace", Source("workspace settings", {"database": str(tmp_path / "threads.db")}))
+    first = app.storage
+    await first.run(lambda s: s.canonical_thread(WS, "chat"))
+    assert (tmp_path / "threads.db-wal").exists()  # open, in WAL mode
+    assert not app.settings.update("workspace", Source("workspace settings", {"database": str(tmp_path / "b.db")}))
+    second = app.storage
+    await second.run(lambda s: s.canonical_thread(WS, "chat"))
+    assert second is not first and second.path == tmp_path / "b.db"
+    await close(app)
+    assert not (tmp_path / "threads.db-wal").exists() and not (tmp_path / "b.db-wal").exists()
