@@ -11,13 +11,15 @@ the oracle's application of the validated ops or replacement to the text the mod
 refused answer sends no edit and leaves the thread (`margin/history`) as it was, a success adds
 one turn; a completion item is never empty or markup, and its range stays on the cursor's line.
 
-`MARGIN_FUZZ_EXAMPLES` / 10 answers per kind (default 30; the full run's 1000 gives 100).
+`MARGIN_FUZZ_SERVER_EXAMPLES` answers per kind (default: `MARGIN_FUZZ_EXAMPLES` / 10, so CI's
+300 give 30; the full run sets 1000).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -50,7 +52,7 @@ from tests.fuzz_answers import (
     utf16_position,
 )
 
-EXAMPLES = max(examples(300) // 10, 1)
+EXAMPLES = int(os.environ.get("MARGIN_FUZZ_SERVER_EXAMPLES", max(examples(300) // 10, 1)))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example, HealthCheck.function_scoped_fixture])
@@ -118,6 +120,12 @@ def session(tmp_path_factory):
     yield get
     for s in made.values():
         s.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tally():
+    """How many answers of each kind went through the server, printed when the module ends."""
+    yield
     for kind in sorted({k.split(":")[0] for k in TALLY}):
         print(f"\nfuzz e2e {kind}: {TALLY[kind + ':accepted'] + TALLY[kind + ':refused']} answers, "
               f"{TALLY[kind + ':accepted']} accepted, {TALLY[kind + ':refused']} refused")
@@ -348,40 +356,49 @@ def summary_answer(draw):
     return stream(pieces or [""], finish_reason=end)
 
 
-@settings(FUZZ, max_examples=max(EXAMPLES // 3, 5))  # a server each: CI's 30 give 10, the full run 33
-@given(answer=summary_answer())
-def test_summary_answers_through_the_server(tmp_path_factory, answer):
+PER_SERVER = 10
+"""summary answers given to one server, one after another"""
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // PER_SERVER, 3))  # CI's 30: 3 servers; the full run's 1000: 100
+@given(answers=st.lists(summary_answer(), min_size=PER_SERVER, max_size=PER_SERVER))
+def test_summary_answers_through_the_server(tmp_path_factory, answers):
     """A small window, so every few turns a summary is asked for in the background; whatever
-    it answers, the server serves on, the visible history is exactly the turns sent, and the
-    next prompt fits its window."""
+    each answer is, the server serves on, the visible history is exactly the turns sent, and
+    the next prompt fits its window."""
     tmp = tmp_path_factory.mktemp("fuzz-summary")
     runner = asyncio.Runner()
+    log_file = tmp / "margin.log"
     with SummaryRouting(props={"default_generation_settings": {"n_ctx": 2048}},
                         models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as fake:
         env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp / "t.db"),
-               "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_CHAT_MAX_OUTPUT_TOKENS": "64"}
+               "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_CHAT_MAX_OUTPUT_TOKENS": "64",
+               "MARGIN_LOG_FILE": str(log_file)}
 
         async def session() -> None:
             async with margin_client(env=env, root=Path("/ws")) as client:
                 open_doc(client, A, "def f():\n    return 1\n")
-                fake.summaries.append(answer)
+                fake.summaries.extend(answers)
                 sent = []
-                for turn in range(40):
+                for turn in range(40 * len(answers)):
                     message = f"Turn {turn}: please look at f again. " + "Why does f return one? " * 12
                     result = await request(client, "margin/chat", {"message": message, "textDocument": {"uri": A}})
                     assert "message" not in result, result["message"]  # never over budget
                     sent.append(message)
                     while (await request(client, "margin/status", {}))["background"]:
                         await asyncio.sleep(0.01)  # the summary being written, as a person would wait
-                    if fake.summaries_asked and not fake.summaries:
+                    if fake.summaries_asked >= len(answers):
                         break
-                assert fake.summaries_asked, "no summary was ever asked for"
+                assert fake.summaries_asked >= len(answers), "not every answer was asked for"
                 thread = result["threadId"]
                 assert [c for r, c in await history(client, thread) if r == "user"] == sent
                 explained = await request(client, "margin/explain", {"message": "And now?", "textDocument": {"uri": A}})
                 assert explained["budget"]["counted"] <= explained["budget"]["limit"]
-                summary = next(s for s in explained["budget"]["sections"] if s["name"] == "summary")
-                TALLY["summary:accepted" if summary["kept"] else "summary:refused"] += 1
 
         runner.run(session())
     runner.close()
+    outcomes = [line.split(" summary ", 1)[1].split(" ", 1)[0] for line in log_file.read_text().splitlines()
+                if " margin.services.summaries: summary " in line]
+    assert len(outcomes) >= len(answers), outcomes
+    for outcome in outcomes[:len(answers)]:
+        TALLY["summary:accepted" if outcome == "stored" else "summary:refused"] += 1
