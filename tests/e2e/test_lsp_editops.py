@@ -146,3 +146,26 @@ async def test_ops_on_a_file_without_a_base_are_refused_naming_it(fake, tmp_path
         applied = await request(client, "margin/applyOps", {"ops": [
             {"op": "delete", "targetFile": f"{WS}/other.py", "target": "document"}], "baseFingerprints": {}})
     assert applied["applied"] is False and "other.py" in applied["failureReason"]
+
+
+async def test_ops_on_the_selection_apply_with_the_params_spec_gives_apply_ops(fake, tmp_path):
+    """margin/applyOps takes `{ops, baseFingerprints, selection?, position?}` (no document): a
+    selection or cursor op is anchored in its own target file. The server looked for the
+    selection in a `textDocument` the client never sends, and refused every such op (found by
+    the model-output fuzz at 1,000 answers through the server)."""
+    fake.script(reply(json.dumps({"assistant_message": "Wrapped.", "ops": [
+        {"op": "replace", "target_file": "a.py", "target": "selection", "content": "    return 3\n"},
+        {"op": "insert", "target_file": "a.py", "target": "cursor", "content": "# checked\n"}]})))
+    selection = {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 0}}
+    cursor = {"line": 0, "character": 0}
+    async with start(fake, tmp_path) as client:
+        open_doc(client, A, TEXT, version=1)
+        result = await request(client, "margin/editOps", {"message": "make g return 3", "textDocument": {"uri": A},
+                                                          "selection": selection, "position": cursor})
+        assert len(result["ops"]) == 2, result
+        applied = await request(client, "margin/applyOps", {"ops": result["ops"], "selection": selection,
+                                                            "position": cursor,
+                                                            "baseFingerprints": result["baseFingerprints"]})
+        assert applied == {"applied": True, "rebased": False, "staleFiles": []}, applied
+        (change,) = client.applied_edits[0].edit.document_changes
+        assert apply_text_edits(TEXT, change.edits) == "# checked\n" + TEXT.replace("    return 2\n", "    return 3\n")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from margin.core.editops import (
     Anchor,
@@ -85,6 +85,17 @@ def _anchors(where: Where, seen: dict[str, VirtualFile], encoding: PositionEncod
     elif selection is not None:
         cursor = Anchor(file.uri, selection.end, selection.end)
     return selection, cursor
+
+
+def _anchored(request: ApplyRequest) -> Where:
+    """The request's selection and cursor, in their document: margin/applyOps names none (SPEC),
+    so it is the one file the selection and cursor ops target."""
+    where = request.where
+    if where.text_document is None:
+        files = {op.target_file for op in request.ops if op.target in ("selection", "cursor")}
+        if len(files) == 1:
+            return replace(where, text_document=files.pop())
+    return where
 
 
 @dataclass
@@ -195,7 +206,7 @@ class EditOpsService:
                 bases[uri] = base
         if stale:
             return _stale(ApplyPlan({}, {}, sorted(stale), False))
-        selection, cursor = _anchors(request.where, bases, app.files.encoding)
+        selection, cursor = _anchors(_anchored(request), bases, app.files.encoding)
         try:
             edits = resolve(request.ops, {uri: base.text for uri, base in bases.items()},
                             selection=selection, cursor=cursor)
