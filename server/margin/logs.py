@@ -45,16 +45,17 @@ class _RedactLibraryArguments(logging.Filter):
         return True
 
 
-_NOT_A_URI = re.compile(r"[\s\x00-\x1f\x7f]")
-URI_SHOWN_UP_TO = 500
+_NOT_A_NAME = re.compile(r"[\s\x00-\x1f\x7f]")
+NAME_SHOWN_UP_TO = 500
 
 
-def uri(value: str) -> str:
-    """A document's URI as a log line shows it: the URI itself (a file's name is metadata), or
-    only its length where the client sent text no URI holds (whitespace and control characters
-    are percent-encoded in a URI) or one too long to be a file's name."""
-    if len(value) > URI_SHOWN_UP_TO or _NOT_A_URI.search(value):
-        return f"<not a URI: {len(value)} characters>"
+def name(value: str) -> str:
+    """A name the client sent (a document's URI, a settings key) as a log line shows it: the
+    name itself, which is metadata, or only its length where it holds what no name holds —
+    whitespace or control characters (a URI percent-encodes them; a line break would forge log
+    lines), or more than a name's length of text."""
+    if len(value) > NAME_SHOWN_UP_TO or _NOT_A_NAME.search(value):
+        return f"<{len(value)} characters, not shown>"
     return value
 
 

@@ -417,11 +417,12 @@ async def test_code_actions_on_a_document_with_an_empty_uri_are_none(tmp_path, f
         assert response.get("result") == [], response
 
 
-async def test_a_uri_that_holds_text_is_logged_by_its_length_only(tmp_path, fake):
-    """A client can put anything in a URI; the fuzz once sent the same generated text as one
-    document's text and another's URI, and the log showed it in "change not applied uri=...".
-    Whitespace never appears in a URI (it is percent-encoded), so such a value is text, not a
-    file's name: the log gives its length."""
+async def test_a_uri_or_key_that_holds_text_is_logged_by_its_length_only(tmp_path, fake):
+    """A client can put anything in a URI or a settings key; the fuzz once sent the same
+    generated text as one document's text and another's URI, and the log showed it in "change
+    not applied uri=...", and a URI holding line breaks wrote lines of its own into the log.
+    Whitespace never appears in a URI (it is percent-encoded) or a key, so such a value is
+    text, not a name: the log gives its length."""
     text_uri = "the secret plan, written where a URI goes"
     long_uri = "file:///ws/" + "verysecret" * 60
     log_secrets.secret([text_uri, long_uri])
@@ -433,10 +434,14 @@ async def test_a_uri_that_holds_text_is_logged_by_its_length_only(tmp_path, fake
             client.notify(types.TEXT_DOCUMENT_DID_OPEN, {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}})
         assert len((await client.request("margin/status", {}))["files"]) == 2
+        forged = "x\n2026-01-01 00:00:00,000 ERROR margin: a forged line"
+        client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {forged: 1}}})
+        await client.drain()
     log = (tmp_path / "server.log").read_text()
-    assert log.count(f"change not applied uri=<not a URI: {len(text_uri)} characters> version=2: "
-                     f"<not a URI: {len(text_uri)} characters> is not open") == 1
-    assert f"open uri=<not a URI: {len(long_uri)} characters> version=1" in log
+    assert "forged" not in log and f"invalid settings fields=<{len(forged)} characters, not shown>" in log
+    assert log.count(f"change not applied uri=<{len(text_uri)} characters, not shown> version=2: "
+                     f"<{len(text_uri)} characters, not shown> is not open") == 1
+    assert f"open uri=<{len(long_uri)} characters, not shown> version=1" in log
 
 
 async def test_a_message_the_json_parser_cannot_read_is_answered(tmp_path, fake):

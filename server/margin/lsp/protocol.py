@@ -35,6 +35,7 @@ from pygls.protocol import (
     lsp_method,
 )
 
+from margin import logs
 from margin.core.vfs import PositionEncoding, choose_position_encoding
 from margin.lsp.transport import top_level
 
@@ -247,8 +248,8 @@ class MarginProtocol(LanguageServerProtocol):
                             problems.count("; ") + 1)
                 return
             invalid = JsonRpcInvalidParams(f"{method}: invalid params: {problems}")
-            log.warning("request failed id=%s method=%s code=%s error=%s", message["id"], method, invalid.code,
-                        type(invalid).__name__)
+            log.warning("request failed id=%s method=%s code=%s error=%s", logs.name(str(message["id"])), method,
+                        invalid.code, type(invalid).__name__)
             self._send_response(message["id"], error=invalid.to_response_error())
             return
         super().handle_message(structured)
@@ -267,7 +268,7 @@ class MarginProtocol(LanguageServerProtocol):
         self._request_futures.pop(msg_id, None)
         method = self._methods.pop(msg_id, "?")
         if future.cancelled():
-            log.info("request cancelled id=%s method=%s", msg_id, method)
+            log.info("request cancelled id=%s method=%s", logs.name(str(msg_id)), method)
             error = JsonRpcRequestCancelled(f'Request with id "{msg_id}" is canceled')
             self._send_response(msg_id, error=error.to_response_error())
             return
@@ -283,11 +284,11 @@ class MarginProtocol(LanguageServerProtocol):
                 return
         if isinstance(exception, JsonRpcException):
             level = logging.INFO if isinstance(exception, JsonRpcRequestCancelled) else logging.WARNING
-            log.log(level, "request failed id=%s method=%s code=%s error=%s", msg_id, method, exception.code,
-                    type(exception).__name__)
+            log.log(level, "request failed id=%s method=%s code=%s error=%s", logs.name(str(msg_id)), method,
+                    exception.code, type(exception).__name__)
             self._send_response(msg_id, error=exception.to_response_error())
             return
-        log.error("request crashed id=%s method=%s", msg_id, method, exc_info=exception)
+        log.error("request crashed id=%s method=%s", logs.name(str(msg_id)), method, exc_info=exception)
         error = JsonRpcInternalError.of((type(exception), exception, exception.__traceback__))
         self._send_response(msg_id, error=error.to_response_error())
 
@@ -298,7 +299,7 @@ class MarginProtocol(LanguageServerProtocol):
         future = self._request_futures.get(msg_id)
         if future is not None and future.done():
             del self._request_futures[msg_id]
-            log.info("answer after the request was given up id=%s", msg_id)
+            log.info("answer after the request was given up id=%s", logs.name(str(msg_id)))
             return
         super()._handle_response(msg_id, result, error)
 
@@ -307,9 +308,9 @@ class MarginProtocol(LanguageServerProtocol):
             or method_name in self.fm.features
         if not known:
             if method_name in QUIETLY_IGNORED:
-                log.debug("ignoring notification method=%s", method_name)
+                log.debug("ignoring notification method=%s", logs.name(method_name))
             else:
-                log.info("ignoring notification method=%s: Margin does not handle it", method_name)
+                log.info("ignoring notification method=%s: Margin does not handle it", logs.name(method_name))
             return
         super()._handle_notification(method_name, params)
 

@@ -24,7 +24,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from margin import __version__, deferred
+from margin import __version__, deferred, logs
 from margin.lsp.protocol import MarginProtocol, margin_converter
 from margin.lsp.transport import read_messages
 from margin.services.errors import RequestError
@@ -315,7 +315,7 @@ class MarginLanguageServer(LanguageServer):
                     hook()
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
-        log.warning("invalid settings fields=%s", ",".join(p.field for p in problems))
+        log.warning("invalid settings fields=%s", ",".join(logs.name(p.field) for p in problems))
         consequence = "Keeping the last good settings." if kept else "Using the built-in defaults."
         details = "; ".join(str(p) for p in problems)
         self.tell_user(f"Margin: invalid settings: {details}. {consequence}")

@@ -163,7 +163,7 @@ class CompletionService:
         if file is None:
             return CompletionOutcome(None, reason="the document is not open")
         if request.version is not None and request.version != file.version:
-            log.info("completion for an old version uri=%s asked=%d current=%d", logs.uri(file.uri), request.version,
+            log.info("completion for an old version uri=%s asked=%d current=%d", logs.name(file.uri), request.version,
                      file.version)
             return CompletionOutcome(None, reason=f"asked for version {request.version}, the document is at "
                                                   f"version {file.version}")
@@ -216,10 +216,10 @@ class CompletionService:
         try:
             return await self._ask(file, prefix, suffix, await resolve_profile(self.app, PROFILE, settings))
         except RequestError as error:
-            log.info("completion failed uri=%s error=%s", logs.uri(file.uri), type(error).__name__)
+            log.info("completion failed uri=%s error=%s", logs.name(file.uri), type(error).__name__)
             return CompletionOutcome(None, reason=str(error))
         except ProviderError as error:  # the tokenizer's (the model call's are met in _ask)
-            log.info("completion failed uri=%s error=%s", logs.uri(file.uri), error.kind)
+            log.info("completion failed uri=%s error=%s", logs.name(file.uri), error.kind)
             return CompletionOutcome(None, reason=str(error))
 
     def snippets(self, file: VirtualFile) -> tuple[Snippet, ...]:
@@ -256,7 +256,7 @@ class CompletionService:
             prompt = await self._prompt(file_id, file.language_id, prefix, suffix, extra, route, family, profile)
             budget = prompt.plan.report()
             if prompt.over_budget:
-                log.info("completion over budget uri=%s route=%s", logs.uri(file.uri), route)
+                log.info("completion over budget uri=%s route=%s", logs.name(file.uri), route)
                 return CompletionOutcome(None, route, budget, reason=prompt.over_budget)
             started = time.perf_counter()
             try:
@@ -266,12 +266,12 @@ class CompletionService:
                 route = self.routes.usable(settings.base_url, settings.model, [route, "chat"])[0]
                 continue
             except ProviderError as error:
-                log.info("completion failed uri=%s route=%s error=%s", logs.uri(file.uri), route, error.kind)
+                log.info("completion failed uri=%s route=%s error=%s", logs.name(file.uri), route, error.kind)
                 return CompletionOutcome(None, route, budget, reason=str(error))
             strip = family.strip if family is not None else ()
             suggestion = clean(raw, CompletionContext(prefix, suffix, file.language_id, strip))
             log.info("completion done uri=%s route=%s prompt_tokens=%d chars_out=%d shown=%s ms=%.0f",
-                     logs.uri(file.uri), route, budget.counted or budget.total, len(raw), suggestion is not None,
+                     logs.name(file.uri), route, budget.counted or budget.total, len(raw), suggestion is not None,
                      (time.perf_counter() - started) * 1000)
             return CompletionOutcome(suggestion, route, budget, reason=None if suggestion else "nothing useful")
         return CompletionOutcome(None, route, reason="no route works for this backend")

@@ -46,7 +46,7 @@ async def _complete(ls: MarginLanguageServer, request: CompletionRequest) -> Com
     try:
         return await ls.services.completion.complete(request)
     except Exception:  # a bug: logged in full, and the editor gets no suggestion, not an error
-        log.exception("completion crashed uri=%s", logs.uri(request.uri))
+        log.exception("completion crashed uri=%s", logs.name(request.uri))
         return completion_service.CompletionOutcome(None, reason="Margin failed; see its log")
 
 

@@ -23,7 +23,7 @@ def did_open(ls: MarginLanguageServer, params: types.DidOpenTextDocumentParams) 
     # lsprotocol passes any JSON scalar through as the language id (it is a union with str).
     language = doc.language_id if isinstance(doc.language_id, str) else ""
     ls.app.files.open(doc.uri, language, doc.version, doc.text)
-    log.debug("open uri=%s version=%d chars=%d", logs.uri(doc.uri), doc.version, len(doc.text))
+    log.debug("open uri=%s version=%d chars=%d", logs.name(doc.uri), doc.version, len(doc.text))
 
 
 def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -31,7 +31,7 @@ def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentPara
     try:
         ls.app.files.change(doc.uri, doc.version, [convert.change(c) for c in params.content_changes])
     except SyncError as error:
-        shown = logs.uri(doc.uri)
+        shown = logs.name(doc.uri)
         log.warning("change not applied uri=%s version=%d: %s", shown, doc.version,
                     str(error).replace(doc.uri, shown))
 
