@@ -460,7 +460,7 @@ async def test_a_message_the_json_parser_cannot_read_is_answered(tmp_path, fake)
         response = await send(b'{"jsonrpc":"2.0","method":"margin/chat","params":{"message":"x","b":%s},"id":9001}'
                               % deep.encode(), 9001)
         assert _message_of(response) == "margin/chat: invalid params: nested too deeply to read (the limit is " \
-                                        "about 900 levels)"
+                                        "about 950 levels)"
         response = await send(b'{"jsonrpc":"2.0","id":9002,"method":"margin/status","params":{', 9002)
         assert response["error"]["code"] == -32700 and "not JSON" in response["error"]["message"]
         await send(b'{"jsonrpc":"2.0","method":"textDocument/didOpen","params":%s}' % deep.encode(), None)

@@ -220,7 +220,7 @@ class MarginProtocol(LanguageServerProtocol):
             return  # a notification
         if deep:
             answer: JsonRpcException = JsonRpcInvalidParams(
-                f"{shown}: invalid params: nested too deeply to read (the limit is about 900 levels)")
+                f"{shown}: invalid params: nested too deeply to read (the limit is about 950 levels)")
         else:
             answer = JsonRpcParseError(f"the message is not JSON Margin can read: {type(error).__name__}")
         self._send_response(found.get("id"), error=answer.to_response_error())

@@ -1,6 +1,6 @@
 """Reading the editor's messages: pygls' read loop (`pygls.io_.run_async`), except that a body
 that cannot be read is answered. pygls logged a traceback and left it unanswered, so an editor
-that sent a request nested deeper than Python's JSON parser goes (about 990 levels), or a body
+that sent a request nested deeper than Python's JSON parser goes (about 950 levels), or a body
 that is not JSON, waited for ever. Here the request's `id` is found by a scan of the outermost
 object that does not parse what nests inside it, and the request gets its error; JSON-RPC's
 ParseError with a null id where no id can be found."""
