@@ -49,14 +49,15 @@ _NOT_A_NAME = re.compile(r"[\s\x00-\x1f\x7f]")
 NAME_SHOWN_UP_TO = 500
 
 
-def name(value: str) -> str:
-    """A name the client sent (a document's URI, a settings key) as a log line shows it: the
-    name itself, which is metadata, or only its length where it holds what no name holds —
-    whitespace or control characters (a URI percent-encodes them; a line break would forge log
-    lines), or more than a name's length of text."""
-    if len(value) > NAME_SHOWN_UP_TO or _NOT_A_NAME.search(value):
-        return f"<{len(value)} characters, not shown>"
-    return value
+def name(value: object) -> str:
+    """A name the client sent (a document's URI, a settings key, a request id) as a log line
+    shows it: the name itself, which is metadata, or only its length where it holds what no name
+    holds — whitespace or control characters (a URI percent-encodes them; a line break would
+    forge log lines), or more than a name's length of text."""
+    text = str(value)
+    if len(text) > NAME_SHOWN_UP_TO or _NOT_A_NAME.search(text):
+        return f"<{len(text)} characters, not shown>"
+    return text
 
 
 def configure(level: str | None = None, path: str | None = None) -> None:

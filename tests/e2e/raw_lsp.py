@@ -80,9 +80,7 @@ class RawClient:
         self._send({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
     def _send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        self.send_body(json.dumps(message).encode())
 
     def send_request(self, method: str, params: Any = None) -> tuple[int, asyncio.Future[Any]]:
         log_secrets.secret_params(params)
@@ -102,6 +100,17 @@ class RawClient:
         if "error" in response:
             raise RpcError(response["error"])
         return response.get("result")
+
+    def send_body(self, body: bytes, msg_id: Any = None) -> asyncio.Future[Any] | None:
+        """A message body exactly as given (not necessarily JSON); the future of the response
+        with `msg_id`, when one is awaited."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        if msg_id is None:
+            return None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = future
+        return future
 
     def notify(self, method: str, params: Any = None) -> None:
         if method in ("textDocument/didOpen", "textDocument/didChange"):

@@ -449,12 +449,8 @@ async def test_a_message_the_json_parser_cannot_read_is_answered(tmp_path, fake)
     traceback): the editor waited for ever. So did a body that is not JSON."""
     async with raw_client(_env(fake.base_url, tmp_path), capabilities=CAPABILITIES) as client:
         async def send(body: bytes, msg_id: int | None) -> dict[str, Any] | None:
-            assert client.process.stdin is not None
-            client.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            if msg_id is None:
-                return None
-            client._pending[msg_id] = future = asyncio.get_running_loop().create_future()
-            return await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+            future = client.send_body(body, msg_id)
+            return None if future is None else await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
 
         deep = "[" * 5000 + "]" * 5000
         response = await send(b'{"jsonrpc":"2.0","method":"margin/chat","params":{"message":"x","b":%s},"id":9001}'

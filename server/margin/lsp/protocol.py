@@ -211,8 +211,7 @@ class MarginProtocol(LanguageServerProtocol):
         when the body is not JSON and no id is found. A notification is dropped with a log line."""
         found = top_level(body, ("id", "method"))
         method = found.get("method")
-        known = isinstance(method, str) and (method in self.fm.features or method in self.fm.builtin_features)
-        shown = method if known else "?"
+        shown = method if isinstance(method, str) and self._handles(method) else "?"
         deep = isinstance(error, RecursionError)
         log.warning("message not readable method=%s bytes=%d: %s", shown, len(body),
                     "nested too deeply" if deep else "not JSON")
@@ -248,7 +247,7 @@ class MarginProtocol(LanguageServerProtocol):
                             problems.count("; ") + 1)
                 return
             invalid = JsonRpcInvalidParams(f"{method}: invalid params: {problems}")
-            log.warning("request failed id=%s method=%s code=%s error=%s", logs.name(str(message["id"])), method,
+            log.warning("request failed id=%s method=%s code=%s error=%s", logs.name(message["id"]), method,
                         invalid.code, type(invalid).__name__)
             self._send_response(message["id"], error=invalid.to_response_error())
             return
@@ -268,7 +267,7 @@ class MarginProtocol(LanguageServerProtocol):
         self._request_futures.pop(msg_id, None)
         method = self._methods.pop(msg_id, "?")
         if future.cancelled():
-            log.info("request cancelled id=%s method=%s", logs.name(str(msg_id)), method)
+            log.info("request cancelled id=%s method=%s", logs.name(msg_id), method)
             error = JsonRpcRequestCancelled(f'Request with id "{msg_id}" is canceled')
             self._send_response(msg_id, error=error.to_response_error())
             return
@@ -284,11 +283,11 @@ class MarginProtocol(LanguageServerProtocol):
                 return
         if isinstance(exception, JsonRpcException):
             level = logging.INFO if isinstance(exception, JsonRpcRequestCancelled) else logging.WARNING
-            log.log(level, "request failed id=%s method=%s code=%s error=%s", logs.name(str(msg_id)), method,
+            log.log(level, "request failed id=%s method=%s code=%s error=%s", logs.name(msg_id), method,
                     exception.code, type(exception).__name__)
             self._send_response(msg_id, error=exception.to_response_error())
             return
-        log.error("request crashed id=%s method=%s", logs.name(str(msg_id)), method, exc_info=exception)
+        log.error("request crashed id=%s method=%s", logs.name(msg_id), method, exc_info=exception)
         error = JsonRpcInternalError.of((type(exception), exception, exception.__traceback__))
         self._send_response(msg_id, error=error.to_response_error())
 
@@ -299,14 +298,15 @@ class MarginProtocol(LanguageServerProtocol):
         future = self._request_futures.get(msg_id)
         if future is not None and future.done():
             del self._request_futures[msg_id]
-            log.info("answer after the request was given up id=%s", logs.name(str(msg_id)))
+            log.info("answer after the request was given up id=%s", logs.name(msg_id))
             return
         super()._handle_response(msg_id, result, error)
 
+    def _handles(self, method: str) -> bool:
+        return method == types.CANCEL_REQUEST or method in self.fm.builtin_features or method in self.fm.features
+
     def _handle_notification(self, method_name: str, params: Any) -> None:
-        known = method_name == types.CANCEL_REQUEST or method_name in self.fm.builtin_features \
-            or method_name in self.fm.features
-        if not known:
+        if not self._handles(method_name):
             if method_name in QUIETLY_IGNORED:
                 log.debug("ignoring notification method=%s", logs.name(method_name))
             else:

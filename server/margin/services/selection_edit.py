@@ -157,13 +157,10 @@ class SelectionEditService:
             before = before[cut + 1:] if cut >= 0 else ""
         after = base.text[region.end:]
         after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
-        try:
+        try:  # only the tokenizer is asked anything before the model call
             found = await self.instructions.for_prompt(request.uri, counter) if self.instructions else None
-        except ProviderError as error:
-            raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
-        edit = EditInput(profile.system, profile.optional_system, file_id, base.language_id, before, region.shown,
-                         after, instruction, found.files if found else (), found.cut if found else ())
-        try:
+            edit = EditInput(profile.system, profile.optional_system, file_id, base.language_id, before,
+                             region.shown, after, instruction, found.files if found else (), found.cut if found else ())
             count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
             framing = await framing_tokens(counter)
             assembly, counted = await fit_prompt(
