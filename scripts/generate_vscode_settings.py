@@ -6,9 +6,14 @@ Margin's settings. From them this script writes:
 
 - the `margin.*` server settings in client-vscode/package.json
   (`contributes.configuration.properties`), after the extension's own settings
-  (`margin.server.*`, `margin.trace.*`), which are kept as they are;
+  (`margin.server.*`, `margin.trace.*`), which are kept as they are; a field marked USER_ONLY
+  (where prompts, keys and Margin's files go) gets VS Code's `machine` scope, which no
+  workspace can set;
+- `capabilities.untrustedWorkspaces` in package.json: Restricted Mode is supported in part, and
+  every `machine`-scoped setting (the extension's own ones that start a program included) is a
+  restricted configuration, never read from an untrusted workspace;
 - client-vscode/src/pure/settingsFields.generated.ts: the blocks and fields the extension
-  forwards to the server.
+  forwards to the server, and which of them only the user's own settings may set.
 
     .venv/bin/python scripts/generate_vscode_settings.py           # write both files
     .venv/bin/python scripts/generate_vscode_settings.py --check   # exit 1 if either is stale
@@ -31,9 +36,11 @@ from pydantic import BaseModel  # noqa: E402
 from margin.core.settings import (  # noqa: E402
     BUILTIN_PROFILES,
     PROFILES,
+    USER_ONLY,
     USER_VISIBLE_PROFILES,
     GlobalSettings,
     ProfileSettings,
+    user_only_fields,
 )
 
 PACKAGE_JSON = REPO / "client-vscode" / "package.json"
@@ -56,6 +63,12 @@ server would still accept either in `defaults`)."""
 
 CLIENT_PREFIXES = ("margin.server.", "margin.trace.")
 """The extension's own settings: kept from package.json as written, first, never sent."""
+
+UNTRUSTED_DESCRIPTION = (
+    "In Restricted Mode Margin works as usual with the model servers, keys and files set in your "
+    "user settings; the folder's own settings cannot choose the server program, its arguments, a "
+    "model server's URL, an API key's variable, the thread database or the prompts folder.")
+"""What the extension does in an untrusted folder (VS Code shows it in the Restricted Mode view)."""
 
 FIRST_ORDER = 10  # the extension's own settings take orders 0-9
 GLOBALS_ORDER = 90
@@ -152,6 +165,8 @@ def _described(key: str, text: str, defaults: dict[str, Any]) -> str:
 def _entry(schema: dict[str, Any], defs: dict[str, Any], text: str, order: int) -> dict[str, Any]:
     entry = _nullable(schema, defs)
     entry["default"] = None  # the extension sends only what the user set; the server defaults
+    if schema.get("scope"):  # USER_ONLY: never from a workspace's settings
+        entry["scope"] = schema["scope"]
     markdown = "`" in text or "**" in text
     entry["markdownDescription" if markdown else "description"] = text
     entry["order"] = order
@@ -193,7 +208,12 @@ def package_json(current: str) -> str:
     package = json.loads(current)
     properties = package["contributes"]["configuration"]["properties"]
     own = {k: v for k, v in properties.items() if k.startswith(CLIENT_PREFIXES)}
-    package["contributes"]["configuration"]["properties"] = {**own, **server_settings()}
+    properties = package["contributes"]["configuration"]["properties"] = {**own, **server_settings()}
+    package["capabilities"] = {"untrustedWorkspaces": {
+        "supported": "limited",
+        "description": UNTRUSTED_DESCRIPTION,
+        "restrictedConfigurations": [k for k, v in properties.items() if v.get("scope") == USER_ONLY["scope"]],
+    }}
     return json.dumps(package, indent=2) + "\n"
 
 
@@ -215,7 +235,16 @@ def fields_ts() -> str:
               "The fields of a profile (ProfileSettings)."),
         const("GLOBAL_FIELDS", list(_aliases(GlobalSettings)),
               "Settings of no profile (GlobalSettings)."),
+        const("USER_ONLY_PROFILE_FIELDS", _user_only(ProfileSettings),
+              "Profile fields only the user's own settings may set (USER_ONLY): sent at start only."),
+        const("USER_ONLY_GLOBAL_FIELDS", _user_only(GlobalSettings),
+              "Settings of no profile only the user's own settings may set (USER_ONLY): sent at start only."),
     ))
+
+
+def _user_only(model: type[BaseModel]) -> list[str]:
+    names = set(user_only_fields(model))
+    return [alias for alias, name in _aliases(model).items() if name in names]
 
 
 def generated() -> dict[Path, str]:

@@ -19,6 +19,7 @@ from tests import log_secrets
 from tests.fakes.fake_openai import FakeBackend
 
 REPO = Path(__file__).resolve().parents[1]
+NO_SETTINGS = REPO / "tests" / "fixtures" / "data" / "no-settings.json"
 LLAMA_CONTEXT = 4096
 
 
@@ -36,6 +37,8 @@ def clean_env(**overrides: str) -> dict[str, str]:
     # Every profile sends a (fake) API key, which the logs must never show (log_secrets).
     env[log_secrets.API_KEY_ENV] = log_secrets.API_KEY
     env["MARGIN_DEFAULTS_API_KEY_ENV"] = log_secrets.API_KEY_ENV
+    # No settings file of the developer's either (~/.config/margin/settings.json): an empty one.
+    env["MARGIN_SETTINGS"] = str(NO_SETTINGS)
     env.update(overrides)
     if "MARGIN_LOG_FILE" in env:
         log_secrets.watch_file(env["MARGIN_LOG_FILE"])

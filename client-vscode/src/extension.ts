@@ -17,7 +17,7 @@ import {
 import { ChatPanel } from "./chatPanel";
 import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
-import { serverLaunch, serverSettings } from "./pure/settings";
+import { serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
 import { StatusBar } from "./statusBar";
 
 export interface Margin {
@@ -58,7 +58,7 @@ function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOu
       workspace: {
         // The server pulls section "margin": answer with the server's part only.
         configuration: (params, token, next) =>
-          params.items.map((item) => (item.section === "margin" ? serverSettings(config()) : null)),
+          params.items.map((item) => (item.section === "margin" ? serverSettings(config(), "workspace") : null)),
       },
     },
     errorHandler: {
@@ -135,20 +135,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration("margin")) return;
+      const restart = async (): Promise<void> => {
+        await margin.client.dispose();
+        margin.client = createClient(output, traceOutput);
+        margin.client.onDidChangeState((e) => status.update({ running: e.newState === State.Running }));
+        await start();
+      };
       if (event.affectsConfiguration("margin.server")) {
         const choice = await vscode.window.showInformationMessage(
           "Margin's server settings changed. Restart the server to use them?", "Restart");
-        if (choice === "Restart") {
-          await margin.client.dispose();
-          margin.client = createClient(output, traceOutput);
-          margin.client.onDidChangeState((e) => status.update({ running: e.newState === State.Running }));
-          await start();
-        }
+        if (choice === "Restart") await restart();
+        return;
+      }
+      if (userOnlyKeys().some((key) => event.affectsConfiguration(`margin.${key}`))) {
+        // Where prompts and keys go reaches the server at start only (initializationOptions).
+        output.info("A model server, API key, database or prompts setting changed: restarting the Margin server.");
+        await restart();
         return;
       }
       if (margin.client.isRunning()) {
         await margin.client.sendNotification("workspace/didChangeConfiguration",
-          { settings: { margin: serverSettings(config()) } });
+          { settings: { margin: serverSettings(config(), "workspace") } });
         await status.refresh(margin.client);
       }
     }),

@@ -2,10 +2,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, serverLaunch, serverSettings } from "../src/pure/settings";
+import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, serverLaunch, serverSettings, userOnlyKeys } from "../src/pure/settings";
 
-const contributed: Record<string, { default?: unknown }> = JSON.parse(
-  readFileSync(join(__dirname, "..", "..", "package.json"), "utf8")).contributes.configuration.properties;
+const packageJson = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
+const contributed: Record<string, { default?: unknown; scope?: string }> = packageJson.contributes.configuration.properties;
 
 function lookup(values: Record<string, unknown>) {
   return (key: string) => values[key];
@@ -28,6 +28,32 @@ test("only what the user set reaches the server, in the server's shape", () => {
     confirmEdits: true,
     codeActions: [{ title: "Port", instruction: "Port it." }],
   });
+});
+
+test("where prompts and keys go is sent at start only, never as workspace settings", () => {
+  const values = lookup({
+    "defaults.baseUrl": "https://api.openai.com/v1", "chat.apiKeyEnv": "OPENAI_API_KEY",
+    "chat.model": "gpt-5", "database": "/home/me/threads.db", "promptsDir": "/home/me/prompts",
+    "confirmEdits": true,
+  });
+  assert.deepEqual(serverSettings(values, "workspace"), { chat: { model: "gpt-5" }, confirmEdits: true });
+  assert.deepEqual(serverSettings(values, "start"), {
+    defaults: { baseUrl: "https://api.openai.com/v1" },
+    chat: { apiKeyEnv: "OPENAI_API_KEY", model: "gpt-5" },
+    database: "/home/me/threads.db", promptsDir: "/home/me/prompts", confirmEdits: true,
+  });
+});
+
+test("the settings sent at start only are exactly the ones no workspace can set", () => {
+  const machine = Object.keys(contributed).filter((k) => contributed[k].scope === "machine")
+    .filter((k) => !k.startsWith("margin.server."));
+  assert.deepEqual(userOnlyKeys().map((k) => `margin.${k}`).sort(), machine.sort());
+  assert.ok(userOnlyKeys().includes("chat.baseUrl") && userOnlyKeys().includes("defaults.apiKeyEnv"));
+  const restricted: string[] = packageJson.capabilities.untrustedWorkspaces.restrictedConfigurations;
+  for (const key of [...machine, "margin.server.command", "margin.server.pythonPath", "margin.server.args"]) {
+    assert.equal(contributed[key].scope, "machine", key);
+    assert.ok(restricted.includes(key), `${key} is not a restricted configuration`);
+  }
 });
 
 test("every contributed server setting is forwarded, and its default leaves it unset", () => {

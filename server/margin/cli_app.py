@@ -1,26 +1,17 @@
 """What every `margin` terminal command runs with: the app configured from the command line
-(a settings file, then environment variables), closed when the command is done; the use cases
+(the user settings file, then environment variables), closed when the command is done; the use cases
 with the current folder as the workspace; and `CliError`, a problem the user can fix."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import sys
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
-import platformdirs
-
-from margin.core.settings import Source
 from margin.services.app import MarginApp
 from margin.services.registry import Services
-
-
-def default_settings_path() -> Path:
-    return Path(platformdirs.user_config_dir("margin")) / "settings.json"
 
 
 class CliError(Exception):
@@ -31,25 +22,14 @@ def load_app(settings_path: str | None) -> tuple[MarginApp, str]:
     from margin.wiring import build_app
 
     app = build_app()
+    app.settings_path = settings_path
     app.show_text = lambda text: print(text, file=sys.stderr, flush=True)
-    if app.settings.startup_problems:
-        raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
-    explicit = settings_path or os.environ.get("MARGIN_SETTINGS")
-    path = Path(explicit) if explicit else default_settings_path()
-    if not path.exists():
-        if explicit:
-            raise CliError(f"settings file {path} does not exist")
+    state = app.settings
+    if state.startup_problems:
+        raise CliError("invalid settings: " + "; ".join(map(str, state.startup_problems)))
+    if state.file is None:
         return app, "built-in defaults and environment variables"
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CliError(f"cannot read settings file {path}: {error}") from None
-    if isinstance(values, dict) and isinstance(values.get("margin"), dict):
-        values = values["margin"]
-    problems = app.settings.update("init", Source(f"settings file {path}", values))
-    if problems:
-        raise CliError("invalid settings: " + "; ".join(map(str, problems)))
-    return app, f"{path}, overlaid by environment variables"
+    return app, f"{state.file.name.removeprefix('settings file ')}, overlaid by environment variables"
 
 
 @contextlib.asynccontextmanager

@@ -27,6 +27,7 @@ WARM_UP: tuple[str, ...] = (
     "pydantic",
     "margin.core.settings",
     "margin.core.settings_state",
+    "margin.services.settings_file",
     "httpx",
     "aiosqlite",
     "urllib.request",

@@ -112,6 +112,9 @@ class FakeBackend:
         self.requests: list[dict[str, Any]] = []
         self.gets: list[str] = []
         self.headers: list[dict[str, str]] = []
+        """the headers of each /v1/chat/completions request"""
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        """(method, path, headers with lower-case names) of every request, whatever its path"""
         self.posts: list[tuple[str, dict[str, Any]]] = []
         """(path, JSON body) of every POST to another endpoint than /v1/chat/completions"""
         self.routes: dict[str, list[Step]] = {}
@@ -195,7 +198,13 @@ class FakeBackend:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _record(self, method: str) -> None:
+                with fake._lock:
+                    fake.seen.append((method, self.path.split("?", 1)[0],
+                                      {k.lower(): v for k, v in self.headers.items()}))
+
             def do_GET(self) -> None:
+                self._record("GET")
                 path = self.path.split("?", 1)[0]
                 delay = fake._get_delay(path)
                 if delay:
@@ -216,6 +225,7 @@ class FakeBackend:
                     self._json(404, {"error": {"message": f"no {path}", "code": 404}})
 
             def do_POST(self) -> None:
+                self._record("POST")
                 length = int(self.headers.get("Content-Length") or 0)
                 raw_body = self.rfile.read(length)
                 path = self.path.split("?", 1)[0]

@@ -9,6 +9,7 @@ import sys
 from margin import __version__
 from tests import log_secrets
 from tests.conftest import clean_env
+from tests.log_secrets import API_KEY, API_KEY_ENV
 from tests.fakes.fake_openai import reply, status
 
 
@@ -40,12 +41,15 @@ def test_doctor_reports_a_ready_backend(fake):
 
 def test_doctor_json_and_settings_file(fake, tmp_path):
     settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps({"margin": {"defaults": {"baseUrl": fake.base_url},
+    settings.write_text(json.dumps({"margin": {"defaults": {"baseUrl": fake.base_url, "apiKeyEnv": API_KEY_ENV},
                                                "chat": {"model": "gpt-5", "contextWindow": 32000}}}))
-    result = margin("--settings", str(settings), "doctor", "--json")
+    # The key's variable and its base URL both come from the file: the key goes there.
+    result = margin("--settings", str(settings), "doctor", "--json", env={"MARGIN_DEFAULTS_API_KEY_ENV": ""})
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     chat = next(p for p in report["profiles"] if p["name"] == "chat")
+    assert chat["api_key"] == f"${API_KEY_ENV} is set; sent to {fake.base_url.removesuffix('/v1')} only"
+    assert fake.seen and all(h["authorization"] == f"Bearer {API_KEY}" for _, _, h in fake.seen)
     assert chat["model"] == "gpt-5" and chat["context_window"] == 32000
     assert chat["tokenizer"] == "tiktoken:o200k_base" and chat["reachable"] is True
     assert str(settings) in report["settingsFrom"]

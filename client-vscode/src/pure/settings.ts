@@ -5,7 +5,19 @@
 // The blocks and fields are generated from the server's settings model, as are the settings
 // package.json contributes: scripts/generate_vscode_settings.py.
 
-import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS } from "./settingsFields.generated";
+// Where prompts, API keys and Margin's files go (every baseUrl and apiKeyEnv, database,
+// promptsDir) is the user's alone to say: VS Code reads those settings from user (or remote)
+// settings only (their `machine` scope), the extension sends them at start only, in
+// initializationOptions, and restarts the server when one changes. The server never takes them
+// from workspace settings, whoever sends those (docs/security.md).
+
+import {
+  BLOCKS,
+  GLOBAL_FIELDS,
+  PROFILE_FIELDS,
+  USER_ONLY_GLOBAL_FIELDS,
+  USER_ONLY_PROFILE_FIELDS,
+} from "./settingsFields.generated";
 
 export { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, PROFILES } from "./settingsFields.generated";
 
@@ -16,17 +28,30 @@ function isSet(value: unknown): boolean {
   return value !== undefined && value !== null && !(typeof value === "string" && value.trim() === "");
 }
 
-export function serverSettings(get: Lookup): Record<string, unknown> {
+/** The settings (under `margin.`) only the user's own settings may set, e.g. "chat.baseUrl". */
+export function userOnlyKeys(): string[] {
+  return [
+    ...BLOCKS.flatMap((block) => USER_ONLY_PROFILE_FIELDS.map((field) => `${block}.${field}`)),
+    ...USER_ONLY_GLOBAL_FIELDS,
+  ];
+}
+
+/** The server's settings the user has set. `at` says where they go: `start`
+ * (initializationOptions) carries every one; `workspace` (workspace/configuration and
+ * didChangeConfiguration) leaves out the user-only ones, which travel at start only. */
+export function serverSettings(get: Lookup, at: "start" | "workspace" = "start"): Record<string, unknown> {
   const settings: Record<string, unknown> = {};
+  const profileFields = PROFILE_FIELDS.filter((f) => at === "start" || !(USER_ONLY_PROFILE_FIELDS as readonly string[]).includes(f));
+  const globalFields = GLOBAL_FIELDS.filter((f) => at === "start" || !(USER_ONLY_GLOBAL_FIELDS as readonly string[]).includes(f));
   for (const block of BLOCKS) {
     const values: Record<string, unknown> = {};
-    for (const field of PROFILE_FIELDS) {
+    for (const field of profileFields) {
       const value = get(`${block}.${field}`);
       if (isSet(value)) values[field] = value;
     }
     if (Object.keys(values).length > 0) settings[block] = values;
   }
-  for (const field of GLOBAL_FIELDS) {
+  for (const field of globalFields) {
     const value = get(field);
     if (isSet(value)) settings[field] = value;
   }

@@ -48,3 +48,15 @@ export const GLOBAL_FIELDS = [
   "memoryShare",
   "showRequests",
 ] as const;
+
+/** Profile fields only the user's own settings may set (USER_ONLY): sent at start only. */
+export const USER_ONLY_PROFILE_FIELDS = [
+  "baseUrl",
+  "apiKeyEnv",
+] as const;
+
+/** Settings of no profile only the user's own settings may set (USER_ONLY): sent at start only. */
+export const USER_ONLY_GLOBAL_FIELDS = [
+  "database",
+  "promptsDir",
+] as const;

@@ -1,12 +1,19 @@
 """Settings: four capability profiles resolved from layered sources, validated once.
 
 Sources, later overriding earlier: built-in defaults, the `defaults` block (inherited by every
-profile), `initializationOptions`, workspace settings (`workspace/didChangeConfiguration` or
-`workspace/configuration`, section `margin`), and `MARGIN_<PROFILE>_<FIELD>` environment
-variables. A value set for a profile in any source beats a value from any `defaults` block;
-among `defaults` blocks, and among profile blocks, the later source wins. A source that holds an
-invalid value is rejected whole, with problems that name the field and the source, and the
-caller keeps the last good settings.
+profile), the user settings file, `initializationOptions`, workspace settings
+(`workspace/didChangeConfiguration` or `workspace/configuration`, section `margin`), and
+`MARGIN_<PROFILE>_<FIELD>` environment variables. A value set for a profile in any source beats a
+value from any `defaults` block; among `defaults` blocks, and among profile blocks, the later
+source wins. A source that holds an invalid value is rejected whole, with problems that name the
+field and the source, and the caller keeps the last good settings.
+
+The settings that decide where prompts, keys and Margin's files go (USER_ONLY: every `baseUrl`
+and `apiKeyEnv`, `database`, `promptsDir`) are never taken from workspace settings, which
+editors fill from a project's own files (`.vscode/settings.json`, eglot's `.dir-locals.el`,
+neoconf's `.neoconf.json`); a value left out is named in `Settings.notices`. Each profile
+carries where its `apiKeyEnv` and `baseUrl` were set (`ProfileSettings.key_route`), for the rule
+in margin.core.api_keys.
 """
 
 from __future__ import annotations
@@ -14,19 +21,30 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Mapping, Sequence
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Mapping, Sequence
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     create_model,
 )
 from pydantic.alias_generators import to_camel
+
+from margin.core import settings_places as places
+from margin.core.api_keys import KeyRoute
+from margin.core.settings_fields import (
+    MODEL_CONFIG,
+    USER_ONLY,
+    BaseUrl,
+    ContextWindow,
+    OptionalName,
+    Tokenizer,
+    user_only_fields,
+)
 
 PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps")
 """Capability profiles, in the order they are shown."""
@@ -35,68 +53,24 @@ USER_VISIBLE_PROFILES: tuple[str, ...] = PROFILES
 """The profiles whose settings editors show (the VS Code extension's settings are generated from
 this by scripts/generate_vscode_settings.py): every one has a capability behind it."""
 
-TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "heuristic")
-
-
-def _check_base_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(
-            "must be an http(s) URL including the API prefix, e.g. http://127.0.0.1:8080/v1"
-        )
-    return value.rstrip("/")
-
-
-def _check_tokenizer(value: str) -> str:
-    kind = value.split(":", 1)[0]
-    if value != "auto" and kind not in TOKENIZER_KINDS:
-        raise ValueError(
-            "must be 'auto' or one of tiktoken[:ENCODING], tekken[:FILE], llama.cpp, heuristic"
-        )
-    if kind in ("llama.cpp", "heuristic") and ":" in value:
-        raise ValueError(f"'{kind}' takes no ':' suffix")
-    return value
-
-
-def _auto_or_int(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    return value
-
-
-def _blank_is_unset(value: Any) -> Any:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-BaseUrl = Annotated[str, AfterValidator(_check_base_url)]
-Tokenizer = Annotated[str, AfterValidator(_check_tokenizer)]
-ContextWindow = Annotated[
-    Literal["auto"] | Annotated[int, Field(ge=256)], BeforeValidator(_auto_or_int)
-]
-OptionalName = Annotated[str | None, BeforeValidator(_blank_is_unset)]
-
-_MODEL_CONFIG = ConfigDict(
-    extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-)
-
-
 class ProfileSettings(BaseModel):
     """A capability profile, complete: what one kind of request runs with."""
 
-    model_config = _MODEL_CONFIG
+    model_config = MODEL_CONFIG
 
     # Each description names the capability as `{capability}`, filled in per profile where the
     # description is shown. A field whose default is unset (None) says what unset means, as a
     # last sentence `Unset: ...`; the others leave that to whoever shows the profile's default.
     enabled: Annotated[bool, Field(description="Turn {capability} on or off.")]
-    base_url: Annotated[BaseUrl, Field(description=(
+    base_url: Annotated[BaseUrl, Field(json_schema_extra=USER_ONLY, description=(
         "OpenAI-compatible base URL for {capability}, including the API prefix "
         "(`http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`)."))]
     model: Annotated[OptionalName, Field(description=(
         "Model name for {capability}. Unset: the model server chooses."))]
-    api_key_env: Annotated[OptionalName, Field(description=(
+    api_key_env: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "Name of the environment variable holding the API key for {capability} "
-        "(e.g. `OPENAI_API_KEY`). The key itself never goes in settings. Unset: no key."))]
+        "(e.g. `OPENAI_API_KEY`). The key itself never goes in settings, and is sent only to the "
+        "base URL set in the same place as this. Unset: no key."))]
     context_window: Annotated[ContextWindow, Field(description=(
         "Context window in tokens for {capability}, or `auto`: read from the model server "
         "(llama.cpp, vLLM), else the known window of the model, else 4096."))]
@@ -114,10 +88,24 @@ class ProfileSettings(BaseModel):
         "Prompt template id for {capability}: `<id>.md` in the prompts folder, else a shipped "
         "template."))]
 
+    _key_route: KeyRoute | None = PrivateAttr(default=None)
+
+    @property
+    def key_route(self) -> KeyRoute | None:
+        """Where this profile's `apiKeyEnv` and `baseUrl` were set (None when it was not
+        resolved from sources: then no key is sent)."""
+        return self._key_route
+
+    def routed(self, route: KeyRoute) -> ProfileSettings:
+        """This profile, knowing where its `apiKeyEnv` and `baseUrl` were set."""
+        copy = self.model_copy()
+        copy._key_route = route
+        return copy
+
 
 PartialProfile = create_model(  # type: ignore[call-overload]
     "PartialProfile",
-    __config__=_MODEL_CONFIG,
+    __config__=MODEL_CONFIG,
     **{
         name: (info.rebuild_annotation() | None, None)
         for name, info in ProfileSettings.model_fields.items()
@@ -153,7 +141,7 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
 class CodeActionPreset(BaseModel):
     """A code action offered on every non-empty selection: `Margin: <title>`."""
 
-    model_config = _MODEL_CONFIG
+    model_config = MODEL_CONFIG
 
     title: Annotated[str, Field(min_length=1, max_length=80)]
     instruction: Annotated[str, Field(min_length=1)]
@@ -199,15 +187,15 @@ def _json_text(value: Any) -> Any:
 class GlobalSettings(BaseModel):
     """Settings that belong to no profile."""
 
-    model_config = _MODEL_CONFIG
+    model_config = MODEL_CONFIG
 
     # As in ProfileSettings: a field whose default is None says what unset means.
-    database: Annotated[OptionalName, Field(description=(
+    database: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "The SQLite file holding chat threads. Unset: threads.db in Margin's user data "
         "folder."))] = None
     thread_ttl_days: Annotated[int, Field(ge=1, le=36500, description=(
         "Remove threads with no activity for this many days."))] = 30
-    prompts_dir: Annotated[OptionalName, Field(description=(
+    prompts_dir: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "A folder of prompt templates searched before the shipped ones. Unset: only the "
         "shipped ones."))] = None
     confirm_edits: Annotated[bool, Field(description=(
@@ -245,7 +233,7 @@ class GlobalSettings(BaseModel):
 
 PartialGlobals = create_model(  # type: ignore[call-overload]
     "PartialGlobals",
-    __config__=_MODEL_CONFIG,
+    __config__=MODEL_CONFIG,
     **{name: (info.rebuild_annotation() | None, None) for name, info in GlobalSettings.model_fields.items()},
 )
 _GLOBAL_KEYS = {to_camel(name): name for name in GlobalSettings.model_fields}
@@ -258,12 +246,13 @@ class Settings(BaseModel):
 
     profiles: dict[str, ProfileSettings]
     globals: GlobalSettings = GlobalSettings()
+    notices: tuple[str, ...] = ()
+    """USER_ONLY values workspace settings held that were left out (and differ from the values
+    in force), each a sentence for the user"""
 
     def profile(self, name: str) -> ProfileSettings:
         return self.profiles[name]
 
-
-BUILTIN = Settings(profiles=BUILTIN_PROFILES)
 
 # Keys a client may send in the `margin` section that belong to the client, not the server
 # (VS Code's `margin.trace.server`).
@@ -279,6 +268,9 @@ class Source:
     name: str
     values: Mapping[str, Any]
     labels: Mapping[str, str] = field(default_factory=dict)
+    workspace: bool = False
+    """workspace settings: what editors send here may come from a project's own files, so its
+    USER_ONLY values are left out"""
 
 
 @dataclass(frozen=True)
@@ -356,11 +348,15 @@ def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Probl
 def resolve(sources: Sequence[Source]) -> Settings:
     """Built-in defaults overlaid with `sources` (earliest first). Raises SettingsError naming
     every invalid field, with its source."""
-    parsed = []
+    parsed: list[tuple[str, places.Blocks]] = []
     problems: list[Problem] = []
+    left_out: list[tuple[str, places.LeftOut]] = []
+    user_only = (user_only_fields(ProfileSettings), user_only_fields(GlobalSettings))
     for source in sources:
         blocks, found = _parse_source(source)
-        parsed.append(blocks)
+        if source.workspace:
+            left_out.append((source.name, places.leave_out(blocks, *user_only)))
+        parsed.append((source.name, blocks))
         problems.extend(found)
     if problems:
         raise SettingsError(problems)
@@ -368,12 +364,18 @@ def resolve(sources: Sequence[Source]) -> Settings:
     profiles = {}
     for name in PROFILES:
         values = BUILTIN_PROFILES[name].model_dump()
-        for blocks in parsed:
+        for _, blocks in parsed:
             values.update(blocks.get("defaults", {}))
-        for blocks in parsed:
+        for _, blocks in parsed:
             values.update(blocks.get(name, {}))
-        profiles[name] = ProfileSettings.model_validate(values)
+        route = places.key_route(name, parsed, BUILTIN_PROFILES[name].base_url)
+        profiles[name] = ProfileSettings.model_validate(values).routed(route)
     globals_ = GlobalSettings().model_dump()
-    for blocks in parsed:
+    for _, blocks in parsed:
         globals_.update(blocks.get("globals", {}))
-    return Settings(profiles=profiles, globals=GlobalSettings.model_validate(globals_))
+    return Settings(profiles=profiles, globals=GlobalSettings.model_validate(globals_),
+                    notices=places.notices(left_out, parsed))
+
+
+BUILTIN = resolve([])
+"""The built-in defaults alone."""

@@ -1,10 +1,13 @@
-"""The settings in force: the layers they come from (initializationOptions, workspace settings,
-`MARGIN_<PROFILE>_<FIELD>` environment variables), resolved over the built-in defaults. An
-update whose result does not validate is not taken: the last good settings stay in force."""
+"""The settings in force: the layers they come from (the user settings file,
+initializationOptions, workspace settings, `MARGIN_<PROFILE>_<FIELD>` environment variables),
+resolved over the built-in defaults. An update whose result does not validate is not taken: the
+last good settings stay in force. Workspace settings never set where prompts and keys go
+(margin.core.settings.USER_ONLY): whatever source the caller gives that layer is read so."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Literal, Mapping
 
 from pydantic.alias_generators import to_camel
@@ -61,26 +64,36 @@ def environment_source(environ: Mapping[str, str]) -> Source:
     return Source("environment variables", values, labels)
 
 
+Layer = Literal["file", "init", "workspace", "env"]
+
+
 class SettingsState:
     """The settings in force, and the layers they come from. An update whose result does not
     validate is not taken: the last good settings stay in force and the problems are returned
-    for the user to see."""
+    for the user to see. At start, the user settings file (`file`, when there is one) and the
+    environment are taken each on its own: an invalid one is left out, its problems kept in
+    `startup_problems`."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._layers: dict[str, Source | None] = {"init": None, "workspace": None, "env": None}
-        self.startup_problems: list[Problem] = []
-        env = environment_source(environ)
-        try:
-            self.current = resolve([env])
-            self._layers["env"] = env
-        except SettingsError as error:
-            self.current = BUILTIN
-            self.startup_problems = error.problems
+    def __init__(self, environ: Mapping[str, str], file: Source | None = None,
+                 file_problems: list[Problem] | None = None) -> None:
+        self._layers: dict[Layer, Source | None] = {"file": None, "init": None, "workspace": None, "env": None}
+        self.startup_problems: list[Problem] = list(file_problems or [])
+        self.current = BUILTIN
+        for layer, source in (("file", file), ("env", environment_source(environ))):
+            if source is not None:
+                self.startup_problems.extend(self.update(layer, source))  # type: ignore[arg-type]
+
+    @property
+    def file(self) -> Source | None:
+        """The user settings file in force, if any."""
+        return self._layers["file"]
 
     def _sources(self) -> list[Source]:
         return [layer for layer in self._layers.values() if layer is not None]
 
-    def update(self, layer: Literal["init", "workspace"], source: Source) -> list[Problem]:
+    def update(self, layer: Layer, source: Source) -> list[Problem]:
+        if layer == "workspace" and not source.workspace:
+            source = replace(source, workspace=True)
         previous = self._layers[layer]
         self._layers[layer] = source
         try:

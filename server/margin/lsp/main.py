@@ -1,4 +1,6 @@
-"""`margin-lsp`: the language server over stdio (default) or TCP."""
+"""`margin-lsp`: the language server over stdio (default) or TCP. TCP listens on loopback only
+unless `--allow-remote` is given, which requires a token every client must present
+(margin.lsp.tcp)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import sys
 
 from margin import __version__, logs
+from margin.lsp.tcp import MIN_TOKEN_LENGTH, TOKEN_ENV
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +22,37 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _loopback(host: str) -> bool:
+    from margin.core.api_keys import is_loopback
+
+    return is_loopback(host)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="margin-lsp", description="Margin language server (stdio unless --tcp is given)."
     )
     parser.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on TCP instead of stdio")
+    parser.add_argument("--allow-remote", action="store_true", help=(
+        "with --tcp: allow an address other machines can reach; every client must then present the "
+        f"token in ${TOKEN_ENV} as initializationOptions.tcpToken"))
     parser.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for clients that pass it)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR; also MARGIN_LOG_LEVEL")
     parser.add_argument("--log-file", default=None, help="write logs here instead of stderr; also MARGIN_LOG_FILE")
     parser.add_argument("--version", action="version", version=f"margin-lsp {__version__}")
     args = parser.parse_args(argv)
+    token = os.environ.pop(TOKEN_ENV, None) or None  # not passed on to programs Margin runs
+    if args.tcp:
+        host = args.tcp[0]
+        if not _loopback(host) and not args.allow_remote:
+            parser.error(f"--tcp {host}: Margin listens on loopback only (127.0.0.1, ::1, localhost), since "
+                         "whoever connects can read the workspace and choose where prompts and keys go. "
+                         f"To listen on {host}, add --allow-remote and set {TOKEN_ENV}.")
+        if args.allow_remote and (token is None or len(token) < MIN_TOKEN_LENGTH):
+            parser.error(f"--allow-remote needs a token every client must present: set {TOKEN_ENV} "
+                         f"to a secret of at least {MIN_TOKEN_LENGTH} characters (e.g. `openssl rand -hex 32`).")
+    elif args.allow_remote:
+        parser.error("--allow-remote goes with --tcp HOST:PORT")
 
     logs.configure(args.log_level, args.log_file)
     # pydantic looks for plugins in every installed package's metadata before its first model;
@@ -42,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     server = create_server(build_app())
     log.info("margin-lsp %s starting transport=%s", __version__, "tcp" if args.tcp else "stdio")
     if args.tcp:
-        server.start_tcp(*args.tcp)
+        server.start_tcp(*args.tcp, token=token)
     else:
         server.start_io(sys.stdin.buffer, sys.stdout.buffer)
     return 0

@@ -25,6 +25,7 @@ from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from margin import __version__, deferred, logs
+from margin.lsp import tcp
 from margin.lsp.protocol import MarginProtocol, margin_converter
 from margin.lsp.transport import read_messages
 from margin.services.errors import RequestError
@@ -107,6 +108,7 @@ class MarginLanguageServer(LanguageServer):
         self.on_settings_changed: list[Callable[[], None]] = []
         """feature hooks run after new settings apply, once the client is initialized"""
         self._pending_messages: list[tuple[str, types.MessageType]] = []
+        self._told_notices: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._initialized = False
         self.initialization_options: Any = None
@@ -127,12 +129,27 @@ class MarginLanguageServer(LanguageServer):
         finally:
             self.shutdown()
 
-    def start_tcp(self, host: str, port: int) -> None:
+    def start_tcp(self, host: str, port: int, token: str | None = None) -> None:
+        """Serve one editor at a time on TCP; with `token`, only one whose `initialize` presents
+        it (lsp/tcp.py). The server stops when the editor it served disconnects."""
         self._stop_event = stop_event = Event()
+        serving = False
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal serving
+            if serving:
+                log.warning("tcp connection refused: another client is being served")
+                writer.close()
+                return
+            source: Any = reader
+            if token is not None and (source := await tcp.admit(reader, writer, token)) is None:
+                return
+            if serving:  # another client got in while this one was showing its token
+                writer.close()
+                return
+            serving = True
             self.protocol.set_writer(writer)  # type: ignore[arg-type]
-            await read_messages(stop_event, reader, self.protocol, self._report_server_error)
+            await read_messages(stop_event, source, self.protocol, self._report_server_error)
             self.shutdown()
 
         async def serve() -> None:
@@ -309,10 +326,20 @@ class MarginLanguageServer(LanguageServer):
             self.report_settings_problems(problems, kept=True)
         else:
             log.info("settings applied from %s", source.name)
+            self.tell_new_notices()
             if self._initialized:
                 self.app.preload_tokenizers()
                 for hook in self.on_settings_changed:
                     hook()
+
+    def tell_new_notices(self) -> None:
+        """Say which workspace settings were left out (margin.core.settings.USER_ONLY), once
+        for each new combination."""
+        for notice in self.app.settings.current.notices:
+            if notice not in self._told_notices:
+                self._told_notices.add(notice)
+                log.warning("workspace settings left out: they may not say where prompts and keys go")
+                self.tell_user(notice, types.MessageType.Warning)
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
         log.warning("invalid settings fields=%s", ",".join(logs.name(p.field) for p in problems))
@@ -326,7 +353,7 @@ class MarginLanguageServer(LanguageServer):
         )
         section = result[0] if result else None
         if section is not None:
-            self.apply_settings("workspace", settings.Source("workspace settings", section))
+            self.apply_settings("workspace", settings.Source("workspace settings", section, workspace=True))
 
 
 def create_server(app: MarginApp) -> MarginLanguageServer:

@@ -369,6 +369,9 @@ class ProfileStatusModel(_Wire):
     enabled: bool
     model: str | None
     base_url: str
+    api_key: str
+    """whether requests carry the API key `apiKeyEnv` names, and why (or why not): "none
+    configured", "$VAR is set; sent to https://host only", or what keeps it back"""
     reachable: bool | None
     """None for a disabled profile (not probed); true for a busy backend, with `error` saying so"""
     backend: str | None

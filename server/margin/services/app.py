@@ -34,6 +34,7 @@ backends_module = deferred.module("margin.services.backends")
 routes_module = deferred.module("margin.services.completion_routes")
 prompts = deferred.module("margin.core.prompts")
 settings_state = deferred.module("margin.core.settings_state")
+settings_file = deferred.module("margin.services.settings_file")
 thread_storage = deferred.module("margin.services.thread_storage")
 threads = deferred.module("margin.core.threads")
 tokenizers_module = deferred.module("margin.services.tokenizers")
@@ -66,6 +67,9 @@ class MarginApp:
     """stores left when the `database` setting changed: requests begun on one may still be
     writing to it, so each is closed at shutdown"""
     _templates: Templates | None = None
+    settings_path: str | None = None
+    """the user settings file named on the command line (`margin --settings FILE`); else
+    $MARGIN_SETTINGS or the default place (margin.services.settings_file)"""
 
     @classmethod
     def create(
@@ -80,9 +84,11 @@ class MarginApp:
 
     @cached_property
     def settings(self) -> SettingsState:
-        """The settings in force, resolved from `environ` when first used (pydantic: the language
-        server answers `initialize` without them and resolves them right after its reply)."""
-        return settings_state.SettingsState(self.environ)
+        """The settings in force, resolved from the user settings file and `environ` when first
+        used (pydantic: the language server answers `initialize` without them and resolves them
+        right after its reply)."""
+        file, problems = settings_file.read(self.environ, self.settings_path)
+        return settings_state.SettingsState(self.environ, file, problems)
 
     @cached_property
     def backends(self) -> Backends:

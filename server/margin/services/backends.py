@@ -1,15 +1,18 @@
 """The model backends the profiles point at: one provider per profile (rebuilt when its
 connection settings change) and probes of each backend (base URL and API key), shared by every
-profile on it, cached briefly unless they timed out."""
+profile on it, cached briefly unless they timed out. A profile's API key goes with its requests
+only where margin.core.api_keys allows: to the base URL set in the same place as `apiKeyEnv`,
+never over plain HTTP off this machine."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from margin import logs
+from margin.core import api_keys
 from margin.core.llm import BackendInfo, LLMProvider
 from margin.core.models import resolve_context_window
 from margin.core.settings import ProfileSettings
@@ -22,18 +25,6 @@ ProviderFactory = Callable[[str, float, "str | None", "RequestObserver | None"],
 each request just before it is sent"""
 
 PROBE_TTL_S = 30.0
-
-
-@dataclass(frozen=True)
-class ApiKeyState:
-    needed: bool
-    present: bool
-    variable: str | None
-
-    def describe(self) -> str:
-        if not self.needed:
-            return "none configured"
-        return f"${self.variable} is set" if self.present else f"${self.variable} is NOT set"
 
 
 def _reusable(probe: asyncio.Task[BackendInfo]) -> bool:
@@ -58,13 +49,14 @@ class Backends:
         if self.show_request is not None:
             self.show_request(profile, url, body)
 
-    def api_key(self, profile: ProfileSettings) -> ApiKeyState:
-        if not profile.api_key_env:
-            return ApiKeyState(False, False, None)
-        return ApiKeyState(True, bool(self._environ.get(profile.api_key_env)), profile.api_key_env)
+    def api_key(self, profile: ProfileSettings) -> api_keys.KeyDecision:
+        """Whether the profile's requests carry its API key, and why (or why not)."""
+        variable = profile.api_key_env
+        return api_keys.decide(variable, profile.base_url, profile.key_route,
+                               bool(variable and self._environ.get(variable)))
 
     def _key(self, profile: ProfileSettings) -> str | None:
-        return self._environ.get(profile.api_key_env) if profile.api_key_env else None
+        return self._environ.get(profile.api_key_env) if self.api_key(profile).send and profile.api_key_env else None
 
     def provider(self, name: str, profile: ProfileSettings) -> LLMProvider:
         wanted = (profile.base_url, profile.timeout_s, self._key(profile))
@@ -73,7 +65,10 @@ class Backends:
             return current[1]
         if current:
             self._retired.append(current[1])
-        provider = self._make_provider(profile.base_url, profile.timeout_s, self._key(profile),
+        if profile.api_key_env and wanted[2] is None and self._environ.get(profile.api_key_env):
+            log.warning("api key withheld profile=%s variable=%s base_url=%s", name,
+                        logs.name(profile.api_key_env), logs.name(profile.base_url))
+        provider = self._make_provider(profile.base_url, profile.timeout_s, wanted[2],
                                        lambda url, body: self._observe(name, url, body))
         self._providers[name] = (wanted, provider)
         return provider

@@ -68,10 +68,10 @@ async def diagnose(
         tokenizer = tokenizers.state(choice)
         key = backends.api_key(profile)
         error = info.error if info else None
-        if key.needed and not key.present:
-            error = f"the API key variable ${key.variable} (apiKeyEnv) is not set" + (
-                f"; {error}" if error else ""
-            )
+        if key.needed and not key.send:
+            problem = (f"the API key variable ${key.variable} (apiKeyEnv) is not set" if key.missing
+                       else key.why)
+            error = problem + (f"; {error}" if error else "")
         route = None
         if name == "completion" and routes is not None and info is not None and info.reachable:
             try:
@@ -84,7 +84,7 @@ async def diagnose(
             enabled=profile.enabled,
             base_url=profile.base_url,
             model=profile.model,
-            api_key=key.describe(),
+            api_key=key.why,
             reachable=info.reachable if info else None,
             backend=info.kind if info else None,
             context_window=window,

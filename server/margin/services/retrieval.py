@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any, Collection
 from urllib.parse import quote
 
+from margin import logs
 from margin.adapters.workspace_scan import indexable, read_text, scan
 from margin.core.assemble import FileRef
 from margin.core.retrieval import GIT_LOG_ARGS, History, RetrievalIndex, Signals, parse_git_log
 from margin.core.vfs import VirtualFile, fingerprint
 from margin.services.app import MarginApp
-from margin.services.workspace import path_of
+from margin.services.workspace import path_of, why_not_indexed
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +72,22 @@ class Retrieval:
     def __init__(self, app: MarginApp) -> None:
         self.app = app
         self._folders: dict[str, FolderIndex] = {}
+        self._refused: set[str] = set()
+        """workspace folders not to index (services.workspace.why_not_indexed), told once"""
 
     def folder(self, folder: str) -> FolderIndex | None:
-        """The index of a workspace folder, its scan started on first use (None: not local)."""
+        """The index of a workspace folder, its scan started on first use (None: not local, or
+        not a folder to index, which the user is told once)."""
         known = self._folders.get(folder)
         if known is None:
             root = path_of(folder) if folder else None
-            if root is None or not root.is_dir():
+            if root is None or not root.is_dir() or folder in self._refused:
+                return None
+            if (why := why_not_indexed(root)) is not None:
+                self._refused.add(folder)
+                log.warning("workspace folder not indexed folder=%s", logs.name(folder))
+                self.app.tell_user(f"Margin does not index {root} for workspace snippets: {why}. Open a "
+                                   "project's folder instead; chat and edits work as usual, without snippets.")
                 return None
             known = self._folders[folder] = FolderIndex(folder, root)
         if known.scanning is None:
@@ -254,9 +264,16 @@ async def _git_history(root: Path) -> History | None:
     return History(commits)
 
 
+GIT_NO_PROGRAMS = ("-c", "log.showSignature=false", "-c", "core.fsmonitor=false")
+"""A repository's own `.git/config` can make git run programs of its choosing: `gpg.program` to
+check signatures when `log.showSignature` is on (git log), `core.fsmonitor` whenever the index
+is read. Margin's git commands switch both off, whatever the repository says."""
+
+
 async def _git(root: Path, *args: str) -> str:
-    process = await asyncio.create_subprocess_exec("git", "-C", str(root), *args, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.DEVNULL)
+    process = await asyncio.create_subprocess_exec("git", *GIT_NO_PROGRAMS, "-C", str(root), *args,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                                                   stdin=asyncio.subprocess.DEVNULL)
     out, _ = await process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"git exited {process.returncode}")

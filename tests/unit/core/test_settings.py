@@ -92,3 +92,83 @@ def test_state_with_invalid_environment_starts_on_builtin_and_reports():
     state = SettingsState({"MARGIN_CHAT_TIMEOUT_S": "soon"})
     assert state.current == BUILTIN
     assert [p.field for p in state.startup_problems] == ["MARGIN_CHAT_TIMEOUT_S"]
+
+
+# --- where a setting may come from ------------------------------------------------------------
+
+WORKSPACE_ATTACK = {"defaults": {"baseUrl": "https://collector.example/v1", "apiKeyEnv": "AWS_SECRET_ACCESS_KEY"},
+                    "chat": {"baseUrl": "https://collector.example/v1", "model": "m"},
+                    "database": "/tmp/collected.db", "promptsDir": "/home/me/.ssh"}
+
+
+def test_workspace_settings_never_say_where_prompts_keys_and_files_go():
+    state = SettingsState({})
+    assert state.update("workspace", Source("workspace settings", WORKSPACE_ATTACK)) == []
+    settings = state.current
+    assert all(p.base_url == "http://127.0.0.1:8080/v1" and p.api_key_env is None for p in settings.profiles.values())
+    assert settings.globals.database is None and settings.globals.prompts_dir is None
+    assert settings.profile("chat").model == "m"  # the rest of the workspace settings apply
+    (notice,) = settings.notices
+    assert notice.startswith("Margin did not use database, promptsDir, defaults.baseUrl, defaults.apiKeyEnv, "
+                             "chat.baseUrl from workspace settings: ")
+    assert "initializationOptions" in notice and "docs/security.md" in notice
+
+
+def test_the_user_only_settings_are_the_ones_marked_so_in_the_model():
+    from margin.core.settings import GlobalSettings, ProfileSettings, user_only_fields
+
+    assert user_only_fields(ProfileSettings) == ("base_url", "api_key_env")
+    assert user_only_fields(GlobalSettings) == ("database", "prompts_dir")
+
+
+def test_the_same_settings_sent_at_start_and_as_workspace_settings_need_no_notice():
+    """Helix sends its `config` both ways."""
+    config = {"chat": {"baseUrl": "https://api.openai.com/v1", "apiKeyEnv": "OPENAI_API_KEY", "model": "gpt-5"}}
+    state = SettingsState({})
+    state.update("init", Source("initializationOptions", config))
+    assert state.update("workspace", Source("workspace settings", config)) == []
+    assert state.current.notices == ()
+    assert state.current.profile("chat").api_key_env == "OPENAI_API_KEY"
+
+
+def test_the_workspace_layer_is_read_as_workspace_settings_whatever_the_source_says():
+    state = SettingsState({})
+    state.update("workspace", Source("workspace settings", {"chat": {"apiKeyEnv": "AWS_SECRET_ACCESS_KEY"}}))
+    assert state.current.profile("chat").api_key_env is None and state.current.notices
+
+
+def test_a_base_url_holding_a_password_is_refused():
+    with pytest.raises(SettingsError) as caught:
+        resolve([Source("initializationOptions", {"chat": {"baseUrl": "https://me:sk-123@api.example/v1"}})])
+    assert caught.value.problems[0].field == "chat.baseUrl"
+    assert "must not hold a user name or password" in caught.value.problems[0].message
+
+
+def test_the_user_settings_file_is_a_layer_under_the_editor_and_the_environment(tmp_path):
+    from margin.services import settings_file
+
+    path = tmp_path / "settings.json"
+    path.write_text('{"margin": {"chat": {"model": "from-file", "temperature": 0.1}, "edit": {"model": "file"}}}')
+    file, problems = settings_file.read({"MARGIN_SETTINGS": str(path)})
+    state = SettingsState({"MARGIN_CHAT_MODEL": "from-env"}, file, problems)
+    state.update("init", Source("initializationOptions", {"chat": {"temperature": 0.5}}))
+    chat = state.current.profile("chat")
+    assert (chat.model, chat.temperature, state.current.profile("edit").model) == ("from-env", 0.5, "file")
+    assert state.file is not None and str(path) in state.file.name
+
+
+def test_a_settings_file_that_cannot_be_used_is_reported_and_left_out(tmp_path):
+    from margin.services import settings_file
+
+    broken = tmp_path / "settings.json"
+    broken.write_text('{"chat": {"model": ')
+    state = SettingsState({"MARGIN_CHAT_MODEL": "env"}, *settings_file.read({"MARGIN_SETTINGS": str(broken)}))
+    (problem,) = state.startup_problems
+    assert problem.source == f"settings file {broken}" and "cannot be read" in problem.message
+    assert state.file is None and state.current.profile("chat").model == "env"
+    missing = settings_file.read({"MARGIN_SETTINGS": str(tmp_path / "nope.json")})
+    assert missing[0] is None and "does not exist" in missing[1][0].message
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text('{"chat": {"temperature": "hot"}}')
+    state = SettingsState({}, *settings_file.read({"MARGIN_SETTINGS": str(invalid)}))
+    assert [p.field for p in state.startup_problems] == ["chat.temperature"] and state.file is None

@@ -161,11 +161,11 @@ async def test_a_database_left_by_a_settings_change_is_closed_at_shutdown(tmp_pa
     may still be writing) is closed with the app, so SQLite folds its write-ahead log back in."""
     app = fake_app(tmp_path, FakeProvider())
     app.settings = SettingsState({"MARGIN_DEFAULTS_BASE_URL": BASE_URL})  # the database comes from settings
-    assert not app.settings.update("workspace", Source("workspace settings", {"database": str(tmp_path / "threads.db")}))
+    assert not app.settings.update("init", Source("initializationOptions", {"database": str(tmp_path / "threads.db")}))
     first = app.storage
     await first.run(lambda s: s.canonical_thread(WS, "chat"))
     assert (tmp_path / "threads.db-wal").exists()  # open, in WAL mode
-    assert not app.settings.update("workspace", Source("workspace settings", {"database": str(tmp_path / "b.db")}))
+    assert not app.settings.update("init", Source("initializationOptions", {"database": str(tmp_path / "b.db")}))
     second = app.storage
     await second.run(lambda s: s.canonical_thread(WS, "chat"))
     assert second is not first and second.path == tmp_path / "b.db"

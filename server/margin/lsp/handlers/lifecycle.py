@@ -69,7 +69,7 @@ async def did_change_configuration(ls: MarginLanguageServer, params: types.DidCh
     changed = params.settings
     if isinstance(changed, dict) and "margin" in changed:
         if changed["margin"] is not None:
-            ls.apply_settings("workspace", settings.Source("workspace settings", changed["margin"]))
+            ls.apply_settings("workspace", settings.Source("workspace settings", changed["margin"], workspace=True))
     elif ls.can("workspace.configuration"):
         await ls.pull_configuration()
 
