@@ -108,15 +108,19 @@ await runScenario({
   step("chat");
 
   // --- A setting changed while running reaches the server; Cancel stops a reply -------------
-  const settingsPath = join(userDataDir, "User", "settings.json");
-  const settings = JSON.parse(readFileSync(settingsPath, "utf8"));
+  const userSettings = { path: join(userDataDir, "User", "settings.json"),
+    command: "Preferences: Open User Settings (JSON)", marker: "editor.minimap.enabled" };
+  // The server's program has the `machine` scope: code-server reads it from the remote settings.
+  const remoteSettings = { path: join(userDataDir, "Machine", "settings.json"),
+    command: `Preferences: Open Remote Settings (JSON) (127.0.0.1:${server.port})`, marker: "margin.server.command" };
+  const settings = JSON.parse(readFileSync(userSettings.path, "utf8"));
   // The server's log (metadata only) says when settings arrive: wait for the next arrival.
   const applied = () => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(/settings applied from workspace/g) ?? []).length;
   const before = applied();
   // As a person does it: edit the user settings JSON in the editor and save.
-  const editSettings = async (wanted) => {
-    await runCommand(page, "Preferences: Open User Settings (JSON)");
-    const editor = page.locator(".monaco-editor", { hasText: "margin.server.command" }).last();
+  const editSettings = async (wanted, { path: settingsPath, command, marker } = userSettings) => {
+    await runCommand(page, command);
+    const editor = page.locator(".monaco-editor", { hasText: marker }).last();
     await editor.waitFor();
     for (let attempt = 0; attempt < 3; attempt++) {
       await editor.locator(".view-lines").click();
@@ -138,7 +142,7 @@ await runScenario({
         } catch { /* not saved yet, or saved half-typed */ }
       }
     }
-    throw new Error("could not save the user settings");
+    throw new Error(`could not save ${settingsPath}`);
   };
   await editSettings({ ...settings, "margin.chat.maxOutputTokens": 300 });
   for (let i = 0; i < 100 && applied() === before; i++) await page.waitForTimeout(200);
@@ -167,7 +171,7 @@ await runScenario({
 
   // --- A server that cannot start says so ----------------------------------------------------
   await runCommand(page, "Notifications: Clear All Notifications");
-  await editSettings({ ...settings, "margin.chat.maxOutputTokens": 300, "margin.server.command": "/nonexistent/margin-lsp" });
+  await editSettings({ "margin.server.command": "/nonexistent/margin-lsp" }, remoteSettings);
   await toasts.locator(".monaco-button", { hasText: "Restart" }).click({ timeout: 30_000 });
   const failed = toasts.filter({ hasText: "Margin could not start its server (/nonexistent/margin-lsp)" });
   await failed.waitFor({ timeout: 30_000 });

@@ -183,6 +183,9 @@ async function tail(path, lines = 40) {
 /**
  * Starts code-server in its own process group (setsid) on a free loopback port and waits until
  * it answers HTTP. `settings` are merged over DEFAULT_SETTINGS into userDataDir/User/settings.json;
+ * `machineSettings` go to userDataDir/Machine/settings.json, the remote settings: code-server's
+ * extension host is a remote one, so settings of `machine` scope (which no workspace can set) are
+ * read from there, never from the user settings;
  * `env` is added to code-server's environment, so the extension host (and any language server it
  * starts) inherits it. Output goes to userDataDir/code-server.log.
  * Returns {url, port, pid, logPath, stop()}; stop() ends the whole process group and every
@@ -194,6 +197,7 @@ export async function startCodeServer({
   extensionsDir,
   userDataDir,
   settings = {},
+  machineSettings = {},
   env = {},
   timeoutMs = 60_000,
 } = {}) {
@@ -207,6 +211,8 @@ export async function startCodeServer({
     join(userDataDir, 'User', 'settings.json'),
     JSON.stringify({ ...DEFAULT_SETTINGS, ...settings }, null, 2),
   );
+  await mkdir(join(userDataDir, 'Machine'), { recursive: true });
+  await writeFile(join(userDataDir, 'Machine', 'settings.json'), JSON.stringify(machineSettings, null, 2));
   const port = await freePort();
   const logPath = join(userDataDir, 'code-server.log');
   const logFd = openSync(logPath, 'a');
@@ -514,11 +520,12 @@ export async function runScenario({ settings = {}, timeoutMs = 240_000 } = {}, b
       extensionsDir,
       userDataDir,
       settings: {
-        'margin.server.command': env('MARGIN_E2E_SERVER'),
         'editor.minimap.enabled': false,
         'files.autoSave': 'off',
         ...settings,
       },
+      // The program that runs the server has the `machine` scope: remote settings here.
+      machineSettings: { 'margin.server.command': env('MARGIN_E2E_SERVER') },
       env: process.env,
     });
     browser = await launchBrowser();

@@ -5,10 +5,12 @@ rescan, snippets sent as data like files and never resent while unchanged and re
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 from lsprotocol import types
 
+from tests.conftest import until
 from tests.e2e.lsp_client import change_doc, margin_client, open_doc, request
 from tests.fakes.fake_openai import reply
 
@@ -185,3 +187,65 @@ async def test_git_history_names_files_their_code_does_not(fake, tmp_path):
             await asyncio.sleep(0.05)
         text = contents((await explain(client, root, "where are the penguin tariffs?"))["messages"])
         assert "File util/helpers.py lines " in text
+
+
+async def test_the_file_system_root_is_not_indexed_and_the_user_is_told(fake, tmp_path):
+    async with margin_client(env=env(fake, tmp_path), root=Path("/")) as client:
+        await until(lambda: any("does not index" in m.message for m in client.messages))
+        status = await request(client, "margin/status", {})
+        explained = await request(client, "margin/explain", {"message": "where is the invoice total computed?",
+                                                             "textDocument": {"uri": "file:///main.py"}})
+    (message,) = [m.message for m in client.messages if "does not index" in m.message]
+    assert message == ("Margin does not index / for workspace snippets: it is the file system's root. Open a "
+                       "project's folder instead; chat and edits work as usual, without snippets.")
+    assert not any(name.startswith("index ") for name in status["background"])
+    assert snippets_of(explained)["kept"] == 0
+
+
+def test_the_home_folder_is_not_one_to_index(tmp_path, monkeypatch):
+    from margin.services.workspace import why_not_indexed
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert why_not_indexed(tmp_path) == "it is your home folder"
+    assert why_not_indexed(tmp_path / ".." / tmp_path.name) == "it is your home folder"
+    (tmp_path / "project").mkdir()
+    assert why_not_indexed(tmp_path / "project") is None
+    assert why_not_indexed(Path("/")) == "it is the file system's root"
+
+
+async def test_a_repository_config_cannot_make_git_run_a_program(fake, tmp_path):
+    """`.git/config` comes with a repository shared as an archive or a folder: `log.showSignature`
+    with `gpg.program` made `git log` run a program of its choosing, `core.fsmonitor` any command
+    that reads the index. Margin's history still reads, and nothing runs."""
+    root = workspace(tmp_path)
+    (root / "pay.py").write_text("def settle(amount):\n    return amount * 2\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "Initial import")
+    # A signed commit that changes pay.py (the signature need not be valid for git to ask the
+    # program to check it).
+    (root / "pay.py").write_text("def settle(amount):\n    return round(amount * 2, 2)\n")
+    git(root, "add", "pay.py")
+    tree = subprocess.run(["git", "-C", str(root), "write-tree"], capture_output=True, text=True).stdout.strip()
+    parent = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = (f"tree {tree}\nparent {parent}\nauthor T <t@example.com> 1700000000 +0000\n"
+              "committer T <t@example.com> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n"
+              " -----END PGP SIGNATURE-----\n\nFix rounding of walrus refunds\n")
+    signed = subprocess.run(["git", "-C", str(root), "hash-object", "-t", "commit", "-w", "--stdin"], input=commit,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    git(root, "update-ref", "HEAD", signed)
+    ran = tmp_path / "ran"
+    program = tmp_path / "program.sh"
+    program.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {ran}\ncat >/dev/null\nexit 1\n")
+    program.chmod(0o755)
+    git(root, "config", "log.showSignature", "true")
+    git(root, "config", "gpg.program", str(program))
+    git(root, "config", "core.fsmonitor", str(program))
+    subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%s"], capture_output=True)
+    assert ran.exists(), "the attack does not work on this git: the test would prove nothing"
+    ran.unlink()
+    async with margin_client(env=env(fake, tmp_path), root=root) as client:
+        await ready(client, root)
+        text = contents((await explain(client, root, "where are walrus refunds rounded?"))["messages"])
+    assert "File pay.py lines 1-2 (python, sha256:" in text  # the history was read (the signed commit's subject)
+    assert not ran.exists()

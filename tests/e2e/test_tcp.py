@@ -1,4 +1,6 @@
-"""`margin-lsp --tcp HOST:PORT`: the same server over a TCP socket."""
+"""`margin-lsp --tcp HOST:PORT`: the same server over a TCP socket, on loopback unless
+`--allow-remote` is given with a token every client must present. The tests bind 0.0.0.0 and
+connect over loopback only: no test sends traffic off this machine."""
 
 from __future__ import annotations
 
@@ -27,36 +29,123 @@ def receive(stream) -> dict:
     return json.loads(stream.read(length))
 
 
+TOKEN = "t0ken-" + "9" * 40
+
+
+def start(host: str, port: int, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "margin.lsp.main", "--tcp", f"{host}:{port}", *args],
+                            env=clean_env(MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1", **env),
+                            stderr=subprocess.PIPE)
+
+
+def connect(process: subprocess.Popen, port: int) -> socket.socket:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=30)
+        except OSError:
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "margin-lsp did not listen"
+            time.sleep(0.1)
+
+
+def initialize(options=None) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": options}}
+
+
+def serves_lsp(sock: socket.socket, stream, options=None) -> list[dict]:
+    """Initialize, open a file and see it in margin/status; the window/showMessage notices sent."""
+    send(sock, initialize(options))
+    reply = receive(stream)
+    assert reply["result"]["serverInfo"]["name"] == "margin"
+    send(sock, {"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    send(sock, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///t.py", "languageId": "python", "version": 7, "text": "x = 1\n"}}})
+    send(sock, {"jsonrpc": "2.0", "id": 2, "method": "margin/status", "params": {}})
+    notices = []
+    while (status := receive(stream)).get("id") != 2:
+        if status.get("method") == "window/showMessage":
+            notices.append(status["params"])
+    assert status["result"]["files"][0]["version"] == 7
+    return notices
+
+
+def stop(process: subprocess.Popen) -> str:
+    process.terminate()
+    process.wait(timeout=10)
+    return process.stderr.read().decode()
+
+
 def test_tcp_transport_serves_lsp():
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "margin.lsp.main", "--tcp", f"127.0.0.1:{port}"],
-                               env=clean_env(MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1"),
-                               stderr=subprocess.PIPE)
+    process = start("127.0.0.1", port)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-                break
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode()
-                assert time.monotonic() < deadline, "margin-lsp did not listen"
-                time.sleep(0.1)
+        sock = connect(process, port)
         with sock, sock.makefile("rb") as stream:
-            send(sock, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                        "params": {"processId": None, "rootUri": None, "capabilities": {}}})
-            reply = receive(stream)
-            assert reply["result"]["serverInfo"]["name"] == "margin"
-            send(sock, {"jsonrpc": "2.0", "method": "initialized", "params": {}})
-            send(sock, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-                "uri": "file:///t.py", "languageId": "python", "version": 7, "text": "x = 1\n"}}})
-            send(sock, {"jsonrpc": "2.0", "id": 2, "method": "margin/status", "params": {}})
-            while (status := receive(stream)).get("id") != 2:
-                pass  # skip notifications such as window/showMessage
-            assert status["result"]["files"][0]["version"] == 7
+            serves_lsp(sock, stream)
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process)
+
+
+def test_tcp_off_loopback_is_refused_without_allow_remote_and_a_token():
+    refused = subprocess.run([sys.executable, "-m", "margin.lsp.main", "--tcp", f"0.0.0.0:{free_port()}"],
+                             capture_output=True, text=True, env=clean_env(), timeout=30)
+    assert refused.returncode == 2
+    assert "Margin listens on loopback only (127.0.0.1, ::1, localhost)" in refused.stderr
+    assert "add --allow-remote and set MARGIN_TCP_TOKEN" in refused.stderr
+    no_token = subprocess.run([sys.executable, "-m", "margin.lsp.main", "--tcp", f"0.0.0.0:{free_port()}",
+                               "--allow-remote"], capture_output=True, text=True, env=clean_env(), timeout=30)
+    assert no_token.returncode == 2 and "set MARGIN_TCP_TOKEN to a secret of at least 16 characters" in no_token.stderr
+    short = subprocess.run([sys.executable, "-m", "margin.lsp.main", "--tcp", f"0.0.0.0:{free_port()}",
+                            "--allow-remote"], capture_output=True, text=True,
+                           env=clean_env(MARGIN_TCP_TOKEN="short"), timeout=30)
+    assert short.returncode == 2
+
+
+def test_with_allow_remote_only_a_client_with_the_token_is_served():
+    """Bound on every address, reached over loopback: no token, a wrong one, then the right one
+    (taken out of the options before the settings read them)."""
+    port = free_port()
+    process = start("0.0.0.0", port, "--allow-remote", MARGIN_TCP_TOKEN=TOKEN)
+    try:
+        for options in (None, {"chat": {"model": "m"}}, {"tcpToken": TOKEN[:-1] + "8"}):
+            sock = connect(process, port)
+            with sock, sock.makefile("rb") as stream:
+                send(sock, initialize(options))
+                answer = receive(stream)
+                assert answer["id"] == 1 and answer["error"]["code"] == -32600
+                assert "its first message must be initialize with the token" in answer["error"]["message"]
+                assert stream.read() == b""  # and closed
+        assert process.poll() is None  # the server waits on for the right client
+        sock = connect(process, port)
+        with sock, sock.makefile("rb") as stream:
+            notices = serves_lsp(sock, stream, {"margin": {"tcpToken": TOKEN, "chat": {"model": "m"}}})
+            assert [n for n in notices if "invalid settings" in n["message"]] == []
+            # A second editor while this one is served: closed at once.
+            other = connect(process, port)
+            with other:
+                assert other.recv(1) == b""
+    finally:
+        log = stop(process)
+    assert log.count("tcp connection refused") == 4
+    assert TOKEN not in log and TOKEN[:-1] not in log
+
+
+def test_a_token_set_for_loopback_is_required_there_too():
+    """On a machine shared with other users, any of them can connect to a loopback port."""
+    port = free_port()
+    process = start("127.0.0.1", port, MARGIN_TCP_TOKEN=TOKEN)
+    try:
+        sock = connect(process, port)
+        with sock, sock.makefile("rb") as stream:
+            send(sock, initialize())
+            assert receive(stream)["error"]["code"] == -32600
+        sock = connect(process, port)
+        with sock, sock.makefile("rb") as stream:
+            serves_lsp(sock, stream, {"tcpToken": TOKEN})
+    finally:
+        stop(process)
 
 
 def test_bad_tcp_address_is_a_usage_error():

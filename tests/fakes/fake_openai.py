@@ -45,6 +45,8 @@ class Step:
     content_type: str = "application/json"
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     """tool calls: (id, name, arguments)"""
+    headers: dict[str, str] = field(default_factory=dict)
+    """extra response headers (a redirect's Location)"""
 
 
 def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None,
@@ -80,9 +82,10 @@ def status(code: int, body: Any = None) -> Step:
     return Step("status", status=code, body=body if body is not None else {"error": {"message": "error"}})
 
 
-def raw(body: str, *, content_type: str = "application/json", code: int = 200) -> Step:
-    """A body sent as is (e.g. broken JSON)."""
-    return Step("raw", body=body, content_type=content_type, status=code)
+def raw(body: str, *, content_type: str = "application/json", code: int = 200,
+        headers: dict[str, str] | None = None) -> Step:
+    """A body sent as is (e.g. broken JSON), with any extra headers (e.g. a redirect's Location)."""
+    return Step("raw", body=body, content_type=content_type, status=code, headers=headers or {})
 
 
 def sse_lines(lines: list[str]) -> Step:
@@ -269,6 +272,8 @@ class FakeBackend:
                 self.send_response(step.status)
                 self.send_header("Content-Type", step.content_type)
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in step.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -57,6 +57,20 @@ def test_doctor_json_and_settings_file(fake, tmp_path):
     assert completion["completion_route"] == "chat" and chat["completion_route"] is None
 
 
+def test_doctor_says_a_key_is_not_sent_to_a_base_url_set_elsewhere_and_fails(fake, tmp_path):
+    settings = tmp_path / "settings.json"
+    # The same server by another name is another origin; the key is named in the environment.
+    elsewhere = fake.base_url.replace("127.0.0.1", "localhost")
+    settings.write_text(json.dumps({"chat": {"baseUrl": elsewhere}}))
+    result = margin("--settings", str(settings), "doctor", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url})
+    assert result.returncode == 1
+    origin = fake.base_url.removesuffix("/v1")
+    assert (f"  api key         ${API_KEY_ENV} is not sent to {elsewhere.removesuffix('/v1')}: apiKeyEnv was set in "
+            f"environment variables, but the base URL in force comes from settings file {settings}") in result.stdout
+    assert "1 of 4 enabled profiles have a problem: chat" in result.stdout
+    assert f"${API_KEY_ENV} is set; sent to {origin} only" in result.stdout  # the other profiles
+
+
 def test_doctor_shows_the_completion_route_it_found(fake):
     fake.routes["/infill"] = [status(200, {"content": ""})]  # the served model has FIM tokens
     result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url})

@@ -68,3 +68,20 @@ def test_server_settings_default_to_unset_and_say_what_unset_means():
         text = entry.get("description") or entry.get("markdownDescription")
         assert "Unset: " in text and text.endswith("."), key
         assert "{capability}" not in text, key
+
+
+def test_no_workspace_can_say_where_prompts_and_keys_go_or_which_program_runs():
+    """A repository's .vscode/settings.json cannot set them (VS Code's `machine` scope), and an
+    untrusted folder's values are ignored for them (restrictedConfigurations)."""
+    keys = contributed()
+    user_only = [f"margin.{block}.{name}" for block in generator().blocks() for name in ("baseUrl", "apiKeyEnv")]
+    user_only += ["margin.database", "margin.promptsDir"]
+    launch = ["margin.server.command", "margin.server.pythonPath", "margin.server.args"]
+    machine = sorted(k for k, v in keys.items() if v.get("scope") == "machine")
+    assert machine == sorted(user_only + launch)
+    package = json.loads((REPO / "client-vscode" / "package.json").read_text(encoding="utf-8"))
+    untrusted = package["capabilities"]["untrustedWorkspaces"]
+    assert untrusted["supported"] == "limited" and "Restricted Mode" in untrusted["description"]
+    assert sorted(untrusted["restrictedConfigurations"]) == machine
+    # Everything else may differ per workspace: VS Code's default scope.
+    assert all("scope" not in v for k, v in keys.items() if k not in machine)

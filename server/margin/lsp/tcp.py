@@ -16,7 +16,6 @@ bytes within FIRST_MESSAGE_TIMEOUT_S.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from typing import Any
@@ -97,6 +96,8 @@ async def admit(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, toke
         message = await asyncio.wait_for(_first_message(reader), FIRST_MESSAGE_TIMEOUT_S)
     except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
         message = None
+    import hmac  # here, not at start-up: only a token-guarded connection needs it
+
     presented, options = _token_of(message or {})
     if isinstance(presented, str) and hmac.compare_digest(presented.encode(), token.encode()):
         assert message is not None and options is not None

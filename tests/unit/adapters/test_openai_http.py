@@ -19,6 +19,7 @@ from margin.core.llm import (
     MalformedResponse,
     MalformedStream,
     NotSupported,
+    ProviderError,
 )
 from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
 
@@ -78,6 +79,18 @@ async def test_api_key_is_sent_as_bearer_token(fake):
     finally:
         await p.aclose()
     assert fake.headers[0]["authorization"] == "Bearer sk-test-123"
+
+
+async def test_a_redirect_is_never_followed_so_the_key_stays_with_the_server_it_was_sent_to(fake):
+    with FakeBackend() as elsewhere:
+        fake.script(raw("", code=307, headers={"Location": f"{elsewhere.base_url}/chat/completions"}))
+        p = OpenAICompatibleProvider(fake.base_url, timeout_s=2.0, api_key="sk-test-123")
+        try:
+            with pytest.raises(ProviderError):
+                await p.complete(REQUEST)
+        finally:
+            await p.aclose()
+    assert elsewhere.seen == []
 
 
 async def test_reasoning_models_get_max_completion_tokens_and_no_temperature(fake, provider):
