@@ -23,7 +23,7 @@ from tests import log_secrets
 from tests.conftest import clean_env, free_port, until
 from tests.e2e.lsp_client import margin_client, open_doc, request, status
 from tests.e2e.raw_lsp import RawClient
-from tests.fakes.fake_openai import hang, raw, reply, sse_lines, status as http_status, stream
+from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status as http_status, stream
 
 WS = Path("/ws")
 URI = "file:///ws/app.py"
@@ -101,8 +101,9 @@ async def test_a_backend_fault_in_edit_ops_is_a_message_and_applies_nothing(fake
         assert after["enabled"] is True and "did not answer with valid JSON" in after["assistantMessage"]
 
 
-async def test_a_backend_that_refuses_connections_is_named_and_the_next_request_works(fake, tmp_path):
-    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+async def test_a_backend_that_refuses_connections_is_named_and_the_next_request_works(tmp_path):
+    port = free_port()
+    dead = f"http://127.0.0.1:{port}/v1"  # nothing listens there, yet
     settings = {"defaults": {"baseUrl": dead, "tokenizer": "tiktoken:o200k_base"}}
     async with margin_client(env={"MARGIN_DATABASE": str(tmp_path / "threads.db")}, root=WS,
                              init_options=settings) as client:
@@ -111,9 +112,8 @@ async def test_a_backend_that_refuses_connections_is_named_and_the_next_request_
         assert failed.value.code == REQUEST_FAILED
         assert f"Nothing answers at {dead}" in failed.value.message, failed.value.message
         assert await history(client) == []
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"margin": {"defaults": {"baseUrl": fake.base_url}}}))
-        after = await request(client, "margin/chat", {"message": "Is anybody out there now?"})
+        with FakeBackend(port=port):  # the model server is started
+            after = await request(client, "margin/chat", {"message": "Is anybody out there now?"})
         assert after["reply"] == "ok"
 
 

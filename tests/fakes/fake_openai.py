@@ -108,7 +108,7 @@ class _QuietServer(ThreadingHTTPServer):
 
 class FakeBackend:
     def __init__(self, *, props: dict[str, Any] | None = None,
-                 models: list[dict[str, Any]] | None = None) -> None:
+                 models: list[dict[str, Any]] | None = None, port: int = 0) -> None:
         self.props = props
         self.models = models
         self.default: Step = reply("ok")
@@ -129,7 +129,7 @@ class FakeBackend:
         self._slow_gets_left: dict[str, int | None] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

@@ -343,7 +343,8 @@ class MarginLanguageServer(LanguageServer):
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:
         log.warning("invalid settings fields=%s", ",".join(logs.name(p.field) for p in problems))
-        consequence = "Keeping the last good settings." if kept else "Using the built-in defaults."
+        consequence = ("Keeping the last good settings." if kept else
+                       "Those sources are left out; the other settings apply.")
         details = "; ".join(str(p) for p in problems)
         self.tell_user(f"Margin: invalid settings: {details}. {consequence}")
 
