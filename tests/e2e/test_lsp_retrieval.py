@@ -165,13 +165,19 @@ def git(root: Path, *args: str) -> None:
                    check=True, capture_output=True)
 
 
-async def test_git_history_names_files_their_code_does_not(fake, tmp_path):
+def repository(tmp_path: Path) -> Path:
+    """The workspace as a git repository of one commit, with pay.py changed since (not committed)."""
     root = workspace(tmp_path)
     (root / "pay.py").write_text("def settle(amount):\n    return amount * 2\n")
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "Initial import")
     (root / "pay.py").write_text("def settle(amount):\n    return round(amount * 2, 2)\n")
+    return root
+
+
+async def test_git_history_names_files_their_code_does_not(fake, tmp_path):
+    root = repository(tmp_path)
     git(root, "commit", "-qam", "Fix rounding of walrus refunds")
     async with margin_client(env=env(fake, tmp_path), root=root) as client:
         await ready(client, root)
@@ -217,14 +223,9 @@ async def test_a_repository_config_cannot_make_git_run_a_program(fake, tmp_path)
     """`.git/config` comes with a repository shared as an archive or a folder: `log.showSignature`
     with `gpg.program` made `git log` run a program of its choosing, `core.fsmonitor` any command
     that reads the index. Margin's history still reads, and nothing runs."""
-    root = workspace(tmp_path)
-    (root / "pay.py").write_text("def settle(amount):\n    return amount * 2\n")
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "Initial import")
-    # A signed commit that changes pay.py (the signature need not be valid for git to ask the
+    root = repository(tmp_path)
+    # A signed commit of pay.py's change (the signature need not be valid for git to ask the
     # program to check it).
-    (root / "pay.py").write_text("def settle(amount):\n    return round(amount * 2, 2)\n")
     git(root, "add", "pay.py")
     tree = subprocess.run(["git", "-C", str(root), "write-tree"], capture_output=True, text=True).stdout.strip()
     parent = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
