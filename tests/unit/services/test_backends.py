@@ -35,6 +35,19 @@ async def test_api_key_comes_from_the_variable_apiKeyEnv_names(fake):
     assert "authorization" not in fake.headers[1]  # edit names no key: none is sent
 
 
+async def test_an_ambient_key_is_never_sent_when_apiKeyEnv_is_unset(fake):
+    """"Unset: no key" — whatever keys the environment holds under their usual names."""
+    settings = settings_for(fake, model="gpt-5")
+    backends = Backends(make_provider, {"OPENAI_API_KEY": "sk-ambient", "MISTRAL_API_KEY": "mk-ambient"})
+    try:
+        await backends.provider("chat", settings.profile("chat")).complete(REQUEST)
+        await backends.probe("chat", settings.profile("chat"), fresh=True)
+    finally:
+        await backends.aclose()
+    assert len(fake.seen) >= 2 and all("authorization" not in headers for _, _, headers in fake.seen)
+    assert backends.api_key(settings.profile("chat")).why == "none configured"
+
+
 async def test_each_profile_gets_its_own_timeout(fake):
     settings = resolve([Source("test", {"defaults": {"baseUrl": fake.base_url},
                                         "chat": {"timeoutS": 0.2}, "edit": {"timeoutS": 5}})])
