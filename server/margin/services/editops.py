@@ -39,21 +39,23 @@ PROFILE = "chatOps"
 
 
 class BaseSnapshots:
-    """The texts models were shown, by fingerprint, so a proposal can be rebased when the
-    file has changed since. Bounded; the oldest are forgotten first."""
+    """The texts models were shown, by file and fingerprint (two files may hold the same text),
+    so a proposal can be rebased when the file has changed since. Bounded; the oldest are
+    forgotten first."""
 
     def __init__(self, max_entries: int = 64) -> None:
-        self._texts: OrderedDict[str, VirtualFile] = OrderedDict()
+        self._texts: OrderedDict[tuple[str, str], VirtualFile] = OrderedDict()
         self._max = max_entries
 
     def keep(self, file: VirtualFile) -> None:
-        self._texts[file.fingerprint] = file
-        self._texts.move_to_end(file.fingerprint)
+        key = (file.uri, file.fingerprint)
+        self._texts[key] = file
+        self._texts.move_to_end(key)
         while len(self._texts) > self._max:
             self._texts.popitem(last=False)
 
-    def get(self, fingerprint: str) -> VirtualFile | None:
-        return self._texts.get(fingerprint)
+    def get(self, uri: str, fingerprint: str) -> VirtualFile | None:
+        return self._texts.get((uri, fingerprint))
 
 
 @dataclass
@@ -197,10 +199,10 @@ class EditOpsService:
         for uri in targets:
             fingerprint = request.base_fingerprints[uri]
             current = app.files.get(uri)
-            base = self.snapshots.get(fingerprint)
+            base = self.snapshots.get(uri, fingerprint)
             if base is None and current is not None and current.fingerprint == fingerprint:
-                base = current
-            if base is None or base.uri != uri:
+                base = current  # the open file is exactly the text the ops were made against
+            if base is None:
                 stale.append(uri)  # not open, or changed with no record of what the model saw
             else:
                 bases[uri] = base

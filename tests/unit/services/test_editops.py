@@ -56,7 +56,7 @@ async def test_a_valid_answer_becomes_ops_edits_and_fingerprints(services, provi
     stored = await visible(services)
     assert [m.role for m in stored if not m.hidden] == ["user", "assistant"]
     assert stored[-1].meta["ops"][0]["target_file"] == "a.py"
-    assert editops.snapshots.get(expected).text == TEXT  # kept for a later rebase
+    assert editops.snapshots.get(A, expected).text == TEXT  # kept for a later rebase
 
 
 async def test_selection_and_cursor_targets_use_the_request(services, provider):
@@ -87,7 +87,7 @@ async def test_every_failure_is_no_ops_a_message_and_an_unchanged_thread(service
     assert outcome.ops == [] and outcome.edits == {} and message in outcome.assistant_message
     assert len(provider.requests) == 1
     assert await visible(services) == []
-    assert services.editops.snapshots.get(services.app.files.get(A).fingerprint) is None
+    assert services.editops.snapshots.get(A, services.app.files.get(A).fingerprint) is None
 
 
 async def test_over_budget_calls_no_model(services, provider):
@@ -162,6 +162,40 @@ async def test_apply_of_a_file_closed_with_no_record_of_its_base_is_stale(servic
     services.app.files.close(A)
     prepared = services.editops.prepare_apply(ApplyRequest(ops, {A: proposed_on}))
     assert prepared.stale == [A] and prepared.failure.startswith(f"Not applied: {A} changed where the edit goes")
+
+
+async def test_two_open_files_with_the_same_text_are_each_their_own_base(services, provider):
+    """Two short __init__.py files hold the same text, so the same fingerprint: a proposal
+    touching both applies to both (a base was looked up by fingerprint alone, and one file's
+    stood for the other's: refused as stale; found by the property test under another seed)."""
+    B = f"{WS}/b.py"
+    services.app.files.open(B, "python", 1, TEXT)
+    provider.script(answer(ops_answer([
+        {"op": "replace", "target_file": "a.py", "target": "match", "match": "    return 1\n\n", "content": "    return 2\n\n"},
+        {"op": "replace", "target_file": "b.py", "target": "match", "match": "    return 1\n\n", "content": "    return 3\n\n"},
+    ])))
+    outcome = await services.editops.propose(Ask("change both", Where(A)))
+    assert sorted(outcome.edits) == [A, B]
+    prepared = services.editops.prepare_apply(ApplyRequest(outcome.ops, outcome.base_fingerprints, Where(A)))
+    assert prepared.failure is None and prepared.stale == []
+    assert prepared.plan.texts == {A: TEXT.replace("    return 1\n\n", "    return 2\n\n"),
+                                   B: TEXT.replace("    return 1\n\n", "    return 3\n\n")}
+    # And after both changed clear of the ops: each rebased on its own base.
+    for uri in (A, B):
+        services.app.files.change(uri, 9, [TextChange("import os\n", Range(Position(0, 0), Position(0, 0)))])
+    rebased = services.editops.prepare_apply(ApplyRequest(outcome.ops, outcome.base_fingerprints, Where(A)))
+    assert rebased.failure is None and rebased.plan.rebased
+    assert rebased.plan.texts[B] == "import os\n" + TEXT.replace("    return 1\n\n", "    return 3\n\n")
+
+
+async def test_an_open_file_that_is_not_the_text_the_ops_were_made_against_is_never_their_base(services):
+    """With no snapshot of what the model saw, the open file is the base only when its
+    fingerprint is the one the ops were made against: else the ops would land on text the model
+    never saw."""
+    seen = "sha256:" + hashlib.sha256(b"def f():\n    return 1\n").hexdigest()  # another text
+    ops = [EditOp("replace", A, "match", "    return 1\n\n", "    return 2\n\n")]
+    prepared = services.editops.prepare_apply(ApplyRequest(ops, {A: seen}))
+    assert prepared.stale == [A] and prepared.plan.texts == {}
 
 
 async def test_apply_of_ops_without_a_base_fingerprint_is_refused(services):
