@@ -127,6 +127,8 @@ def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     if not text or not text.strip():
         return None
     lines = _drop_echo(text.split("\n"), cursor)
+    if lines[0].lstrip().startswith("```"):  # the typed text again, then a fence: the code is inside
+        lines = _strip_fences("\n".join(lines), cursor).split("\n")
     lines = _fix_first_line(lines, cursor)
     if cursor.midline:
         lines = lines[:1]

@@ -202,3 +202,19 @@ def test_a_lone_surrogate_in_the_answer_reaches_the_editor_as_a_replacement_char
     context = CompletionContext('label = "', '"\n', "python")
     assert clean("caf\udce9 \ud83d\ude00", context) == Suggestion("caf\ufffd \U0001f600", 0)
     assert "\ud800" not in clean("x\ud800", context).text
+
+
+@pytest.mark.parametrize("typed,raw,expected", [
+    ("ééé", "ééé```python\n", None),  # found by a property test under another seed
+    ("ééé", "ééé```python", None),
+    ("def f():\n    ret", "ret```python\nreturn 1\n```", "return 1"),
+    ("def f():\n    ret", "def f():\n    ret```python\nurn 1\n```\n", "urn 1"),
+])
+def test_the_typed_text_again_then_a_fence_is_never_a_fence_suggestion(typed, raw, expected):
+    got = clean(raw, CompletionContext(typed, "\n", "python"))
+    assert (got.text if got else None) == expected
+
+
+def test_in_markdown_a_fence_is_content():
+    got = clean("ééé```python", CompletionContext("ééé", "", "markdown"))
+    assert got is not None and got.text == "```python"
