@@ -60,7 +60,9 @@ async def test_a_recall_call_gets_the_exact_old_snapshot_with_its_fingerprint(fa
         head, content = answer["content"].split("\n\n", 1)
         old_sha = "sha256:" + hashlib.sha256(OLD.encode()).hexdigest()
         assert old_sha in head and "changed since" in head
-        assert OLD in content  # the snapshot as it was shown, exactly
+        # The snapshot exactly as turn 1 showed it: its file block, with the question after it.
+        (shown_then,) = [m["content"] for m in fake.requests[0]["messages"] if OLD in m["content"]]
+        assert shown_then == content + "\n\nwhat does parse do?" and content.endswith(OLD + "```")
         called = second["messages"][-2]
         assert called["role"] == "assistant" and called["tool_calls"][0]["function"]["name"] == "recall"
         assert second["messages"][:len(first["messages"])] == first["messages"]  # the prompt's start is kept

@@ -80,15 +80,22 @@ def check(session: Session, result, window: int, output: int = 256) -> None:
     # The legend is there exactly when a pointer is.
     assert (LEGEND in result.messages[0].content) == bool(result.pointers)
     assert all(p in text for p in result.pointers)
-    # Every pointer resolves to exactly the stored text it stands for.
+    # Every pointer resolves to exactly the stored text it stands for: a file's snapshot, a
+    # reply, or a reply's edit-ops, of the turn it names.
+    turns = dict(zip((m.id for m in session.history), pointers.turn_numbers(session.history)))
     for ref in result.pointers:
         found = pointers.resolve(session.history, ref)
         assert found is not None, ref
-        stored = {m.content for m in session.history} | {
-            pointers.ops_block(m.meta["ops"]) for m in session.history if m.meta.get("ops")}
-        assert found.content in stored
-        if found.message.kind == FILE_CONTEXT:
+        turn, label = ref[2:-1].split(" ", 1)
+        assert turns[found.message.id] == int(turn), ref
+        if label == pointers.OPS:
+            assert found.message.role == "assistant" and found.content == pointers.ops_block(found.message.meta["ops"])
+        elif label == pointers.REPLY:
+            assert found.message.role == "assistant" and found.content == found.message.content
+        else:
+            assert found.message.kind == FILE_CONTEXT and found.content == found.message.content
             assert found.fingerprint == found.message.fingerprint
+            assert parse_file_blocks(found.content)[0].file_id.endswith(label)
     # The newest snapshot of each file in the prompt is there whole, and no older one is.
     blocks = parse_file_blocks(text)
     assert len({b.file_id for b in blocks}) == len(blocks)
@@ -159,6 +166,22 @@ def test_masking_goes_further_before_any_turn_is_dropped():
     for turn, m in zip(turns, many.history):  # … and every kept turn but the hot ones is masked
         if m.role == "assistant" and turn in kept_turns and turn < max(kept_turns) - pointers.HOT_TURNS - pointers.MASK_BATCH:
             assert m.content not in kept_text or count(m.content) <= pointers.LONG_REPLY_TOKENS
+
+
+def test_the_latest_reply_is_never_masked_however_long_and_with_its_ops():
+    ops = [{"op": "replace", "target_file": "a.py", "target": "document", "content": "x = 1\n"}]
+    long_reply = "word " * (pointers.LONG_REPLY_TOKENS * 3)
+
+    def message(id_, role, content, meta=None):
+        return Message(role=role, content=content, meta=meta or {}, id=id_, thread_id="t", created_at=0.0)
+
+    history = [message(1, "user", "first"), message(2, "assistant", long_reply, {"ops": ops}),
+               message(3, "user", "second"), message(4, "assistant", long_reply, {"ops": ops})]
+    shown = pointers.show(history, count)
+    older, latest = shown[1], shown[3]
+    assert [p.pointer for p in older.parts] == ["[t1 reply]", "[t1 ops]"]  # an older one is
+    assert [p.pointer for p in latest.parts] == [None, None]
+    assert [p.text for p in latest.parts] == [long_reply, pointers.ops_block(ops)]
 
 
 def test_pointers_are_short_and_name_turn_and_file():
