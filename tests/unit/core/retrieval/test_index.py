@@ -204,3 +204,20 @@ def test_an_index_built_incrementally_ranks_exactly_as_one_built_fresh(ops):
             assert incremental.search(query) == fresh.search(query)
     finally:
         index_module.CANDIDATE_POOL = original_pool
+
+
+def test_each_signal_decides_the_order_when_the_text_ties():
+    """Two files with the same text: without signals the tie stays as it is; an edit (priority)
+    or a recent change (recency) puts the other first. A weight of 0 for either fails here."""
+    text = "def settle(amount):\n    return round(amount * 2, 2)\n"
+
+    def ranked(signals: Signals) -> list[str]:
+        index = RetrievalIndex()
+        index.put("a_plain.py", text, "fp1")
+        index.put("b_signal.py", text, "fp2")
+        return [s.file_id for s in index.score_files("settle amount round", limit=2, signals=signals)]
+
+    assert ranked(Signals(None, (), ())) == ["a_plain.py", "b_signal.py"]
+    assert ranked(Signals(None, (), ("b_signal.py",))) == ["b_signal.py", "a_plain.py"]  # priority
+    recent = History([Commit(2, ("b_signal.py",), ""), Commit(1, ("README.md",), "")])
+    assert ranked(Signals(recent, (), ())) == ["b_signal.py", "a_plain.py"]  # recency
