@@ -40,7 +40,7 @@ def test_client_that_quits_during_shutdown(tmp_path, repeat):
     process.stdin.flush()
     process.stdout.close()  # the reply to shutdown has nowhere to go
     process.stdin.close()
-    assert process.wait(timeout=20) is not None
+    assert process.wait(timeout=20) == 0  # exited, quietly and cleanly
     stderr = process.stderr.read().decode()
     text = log.read_text()
     assert "Traceback" not in stderr + text and "ERROR" not in text, text + stderr
@@ -50,7 +50,7 @@ def test_client_that_dies_without_shutdown(tmp_path):
     process, log = start(tmp_path)
     process.stdout.close()
     process.stdin.close()
-    assert process.wait(timeout=20) is not None
+    assert process.wait(timeout=20) == 0  # exited, quietly and cleanly
     text = log.read_text()
     assert "Traceback" not in text and "ERROR" not in text, text
 
@@ -78,7 +78,7 @@ async def test_editor_that_dies_mid_request(tmp_path, fake):
     await until(lambda: len(fake.requests) == 1)  # the model is being asked
     process.stdout.close()
     process.stdin.close()
-    assert process.wait(timeout=20) is not None
+    assert process.wait(timeout=20) == 0  # exited, quietly and cleanly
     await until(lambda: fake.disconnects)  # the model call was dropped, not left hanging
     text = log.read_text()
     stderr = process.stderr.read().decode()

@@ -142,11 +142,14 @@ async def test_corrupt_database_is_reported_and_chat_still_works(fake, tmp_path)
 async def test_inactive_threads_expire(fake, tmp_path):
     async with start(fake, tmp_path) as client:
         old = (await request(client, "margin/chat", {"message": "old"}))["threadId"]
+        fresh = (await request(client, "margin/newThread", {}))["threadId"]
+        await request(client, "margin/chat", {"message": "fresh", "threadId": fresh})
     with sqlite3.connect(tmp_path / "threads.db") as db:
-        db.execute("UPDATE threads SET updated_at = ?", (time.time() - 8 * 86400,))
+        db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (time.time() - 8 * 86400, old))
+        db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (time.time() - 6 * 86400, fresh))
     async with start(fake, tmp_path, MARGIN_THREAD_TTL_DAYS="7") as client:
         threads = await request(client, "margin/threads", {})
-        assert old not in {t["id"] for t in threads["threads"]}
+        assert [t["id"] for t in threads["threads"]] == [fresh]  # the older than 7 days gone, the other kept
 
 
 async def test_show_requests_puts_the_exact_request_in_the_editors_log_only(fake, tmp_path):
