@@ -14,11 +14,20 @@ from typing import Iterator, Sequence
 
 import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests import log_secrets
 from tests.fakes.fake_openai import FakeBackend
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Property tests replay the same examples every run ("ci": derandomized, so a failure in CI is
+# the same failure on a developer's machine, its blob printed to reproduce it). New cases are
+# found on demand: `MARGIN_HYPOTHESIS=random bash scripts/test.sh tests/unit` draws fresh ones
+# each run; keep each counter-example it finds as an @example of its test.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("random", derandomize=False, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("MARGIN_HYPOTHESIS", "ci"))
 NO_SETTINGS = REPO / "tests" / "fixtures" / "data" / "no-settings.json"
 LLAMA_CONTEXT = 4096
 

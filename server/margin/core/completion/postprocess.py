@@ -13,24 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from margin.core.completion.code_shape import (
-    CLOSERS,
-    Brackets,
-    IndentStyle,
-    anchor,
-    closes_block,
-    detect_indent,
-    detect_indent_cached,
-    indent_of,
-    line_width,
-    misfit,
-    only_closers,
-    opens_block,
-    reindent,
-    reopens_block,
-    state_at,
-    width,
-)
+from margin.core.completion.code_shape import (CLOSERS, Brackets, IndentStyle, anchor, closes_block, detect_indent,
+                                               detect_indent_cached, indent_of, line_width, misfit, only_closers,
+                                               opens_block, reindent, reopens_block, state_at, width)
 from margin.core.llm import joined
 
 MAX_LINES = 16
