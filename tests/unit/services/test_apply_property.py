@@ -23,31 +23,47 @@ LINES = ["a = 1", "b = 2", "def f():", "    return x", "", "# é 😀", "x", "to
 
 @st.composite
 def proposal(draw):
-    base = "".join(line + "\n" for line in draw(st.lists(st.sampled_from(LINES), min_size=1, max_size=12)))
-    start = draw(st.integers(0, len(base)))
-    end = draw(st.integers(start, len(base)))
+    """(base, selection, ops, the user's edits since). A third of the cases are steered to be
+    rebased: one op of valid shape on the middle of the document, the user's edits only on a first
+    and a last line no op touches. Left to chance, a rebase was drawn about 1 time in 70; steered,
+    of 1,000 cases about 140 are rebased, 260 stale, 60 fresh and 400 rejected
+    (`--hypothesis-show-statistics`)."""
+    steered = draw(st.integers(0, 2)) == 0
+    middle = "".join(line + "\n" for line in draw(st.lists(st.sampled_from(LINES), min_size=1, max_size=12)))
+    base = "# top\n" + middle + "# bottom\n" if steered else middle
+    low, high = (len("# top\n"), len("# top\n") + len(middle)) if steered else (0, len(base))
+    start = draw(st.integers(low, high - 1 if steered else high))
+    end = draw(st.integers(start + 1 if steered else start, high))  # steered: a selection to edit
+    unique = [line for line in middle.splitlines(keepends=True) if base.count(line) == 1]
     ops = []
-    for _ in range(draw(st.integers(1, 3))):
-        target = draw(st.sampled_from(["document", "selection", "cursor", "match", "match", "match"]))
-        op = "insert" if target == "cursor" and draw(st.integers(0, 4)) else draw(
+    for _ in range(1 if steered else draw(st.integers(1, 3))):
+        kinds = ["selection", "cursor", "match"] if steered and unique else ["selection", "cursor"] if steered \
+            else ["document", "selection", "cursor", "match", "match", "match"]
+        target = draw(st.sampled_from(kinds))
+        op = "insert" if target == "cursor" and (steered or draw(st.integers(0, 4))) else draw(
             st.sampled_from(["insert", "replace", "delete"]))
         match = None
-        if target == "match":  # mostly a whole line (unique or not), sometimes any piece
+        if target == "match" and steered:
+            match = draw(st.sampled_from(unique))
+        elif target == "match":  # mostly a whole line (unique or not), sometimes any piece
             if draw(st.booleans()):
                 match = draw(st.sampled_from(base.splitlines(keepends=True)))
             else:
                 i = draw(st.integers(0, len(base) - 1))
                 match = base[i : draw(st.integers(i + 1, min(len(base), i + 12)))]
-        content = None if op == "delete" else draw(st.sampled_from(["", "NEW", "y = 3\n", "😀\n"]))
-        if draw(st.integers(0, 19)) == 0:  # now and then an op of the wrong shape
+        content = None if op == "delete" else draw(st.sampled_from(["NEW", "y = 3\n", "😀\n"] if steered and op == "insert"
+                                                                   else ["", "NEW", "y = 3\n", "😀\n"]))
+        if not steered and draw(st.integers(0, 19)) == 0:  # now and then an op of the wrong shape
             content = "stray" if op == "delete" else None
         ops.append(EditOp(op, URI, target, match, content))
     # The user's edits after the proposal: whole lines replaced, inserted or deleted.
     base_lines = base.splitlines(keepends=True)
     starts = [sum(len(line) for line in base_lines[:i]) for i in range(len(base_lines) + 1)]
+    lines = st.sampled_from([0, len(base_lines) - 1]) if steered else st.integers(0, len(base_lines))
     user = []
-    for i in sorted(draw(st.lists(st.integers(0, len(base_lines)), max_size=3, unique=True))):
-        kind = draw(st.sampled_from(["insert", "replace", "delete"])) if i < len(base_lines) else "insert"
+    for i in sorted(draw(st.lists(lines, min_size=1 if steered else 0, max_size=2 if steered else 3, unique=True))):
+        kind = draw(st.sampled_from(["replace", "delete"] if steered else ["insert", "replace", "delete"])) \
+            if i < len(base_lines) else "insert"
         s = starts[i]
         e = s if kind == "insert" else starts[i + 1]
         text = "" if kind == "delete" else draw(st.sampled_from(["user\n", "b = 2\n"]))
