@@ -75,7 +75,7 @@ from typing import Any, Awaitable, Callable, Iterator
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import verdict  # noqa: E402
+from timing import finish, verdict  # noqa: E402
 
 import httpx  # noqa: E402
 
@@ -381,16 +381,16 @@ def fake_figures() -> None:
         median = median_ms(http.times[key])
         bare = f"{median_ms(http.bare[key]):10.2f}" if key in http.bare else f"{'-':>10}"
         print(f"    {label:<40} {median:7.2f} {median_ms(http.whole[key]):16.2f} {median_ms(own.times[key]):8.2f} "
-              f"{bare}  {len(http.times[key]):>4}  target <= {target:g} ms  {verdict(median <= target)}")
+              f"{bare}  {len(http.times[key]):>4}  target <= {target:g} ms  {verdict(median, target, kind='time', what=label)}")
     print("    (Margin: the fake's own answering time subtracted; +fake answering: nothing subtracted; no HTTP: the "
           "in-process fake provider; bare POST: the same body posted again at once with a bare httpx client, the "
           "fake's answering subtracted — the transport's floor)")
     print(f"  backend requests while typing along a shown suggestion: {along_requests} in {along_keys} keystrokes  "
-          f"target 0  {verdict(along_requests == 0)}")
+          f"target 0  {verdict(along_requests, 0, kind='exact', what='requests typing along a suggestion')}")
     median, within = median_ms(aborts), sum(a * 1000 <= ABORT_MS for a in aborts)
     print(f"  superseded request's HTTP call closed, after the newer request was sent (margin-lsp process): "
           f"median {median:.1f} ms, max {max(aborts) * 1000:.1f} ms, {within} of {len(aborts)} within "
-          f"{ABORT_MS:g} ms  target <= {ABORT_MS:g} ms  {verdict(median <= ABORT_MS)}")
+          f"{ABORT_MS:g} ms  target <= {ABORT_MS:g} ms  {verdict(median, ABORT_MS, kind='time', what='superseded call closed')}")
 
 
 # --- real llama.cpp -------------------------------------------------------------------------------
@@ -437,6 +437,8 @@ def llama_figures(passes: int) -> None:
     print(f"Inline completion on real llama.cpp (Gemma 3 270M, {LLAMA_CONTEXT}-token window), 30 keystrokes "
           "typed along a new line of a 400-line file, each asked after the previous answer")
     per_key_all: list[int] = []
+    per_request: list[int] = []
+    """prompt_n of the keystrokes that sent a request (a keystroke Margin's cache answered sends none)"""
     ratios: list[float] = []
     margin_total = direct_total = 0.0
     differed = 0
@@ -447,6 +449,7 @@ def llama_figures(passes: int) -> None:
         per_key = [k.prompt_n for k in keystrokes]
         per_key_all += per_key
         sent = [k for k in keystrokes if k.exchanges]
+        per_request += [k.prompt_n for k in sent]
         posts = Counter(e.path for e in proxy.exchanges)
         print(f"  pass {n + 1}: warm-up prompt_n {warmup[0].prompt_n} of {warmup[0].answer['usage']['prompt_tokens']}"
               f" prompt tokens ({warmup[0].seconds:.1f} s at the server); {len(sent)} of {len(keystrokes)} "
@@ -472,16 +475,18 @@ def llama_figures(passes: int) -> None:
                   f"{statistics.median(k.seconds for k in cached) * 1000:.1f} ms")
     median_n = statistics.median(per_key_all)
     print(f"  newly evaluated prompt tokens per keystroke (timings.prompt_n, 0 when Margin's cache answered): "
-          f"median {median_n:g}  target <= {PROMPT_N}  {verdict(median_n <= PROMPT_N)}")
+          f"median {median_n:g}  target <= {PROMPT_N}  {verdict(median_n, PROMPT_N, kind='exact', what='prompt_n per keystroke')}")
+    print(f"    of the {len(per_request)} keystrokes that sent a request: median {statistics.median(per_request):g}, "
+          f"max {max(per_request)}" if per_request else "    no keystroke sent a request")
     if ratios:
         median_ratio = statistics.median(ratios)
         print(f"  Margin end-to-end / direct call with the same prompt, per keystroke that sent one: "
-              f"median {median_ratio:.3f}x  target <= {END_TO_END}x  {verdict(median_ratio <= END_TO_END)}")
+              f"median {median_ratio:.3f}x  target <= {END_TO_END}x  {verdict(median_ratio, END_TO_END, what='end to end against a direct call')}")
         print(f"    totals over those keystrokes: Margin {margin_total:.1f} s, direct {direct_total:.1f} s, "
               f"{margin_total / direct_total:.3f}x; answers that differed from the direct call's: {differed}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--no-llama", action="store_true", help="only the fake-backend figures")
@@ -491,12 +496,13 @@ def main() -> None:
     options = parser.parse_args()
     if options.serve_fake:
         serve_fake()
-        return
+        return 0
     if not options.only_llama:
         fake_figures()
     if not options.no_llama:
         llama_figures(options.llama_passes)
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

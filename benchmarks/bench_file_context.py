@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import verdict  # noqa: E402
+from timing import finish, verdict  # noqa: E402
 
 from margin.core import assemble, threads  # noqa: E402
 from margin.core.assemble import FileRef  # noqa: E402
@@ -69,7 +69,7 @@ def per_file(files: dict[str, str]) -> None:
     print(f"  file block         {new:>8}   {new / raw:.3f}x the raw code  ({1 - new / old:.1%} fewer than the envelope)")
     print(f"  per file, block/raw: median {statistics.median(ratios):.3f}x, max {max(ratios):.3f}x "
           f"(the header weighs most on the smallest files)")
-    print(f"  target file context <= {TARGET}x the raw code: {new / raw:.3f}x  {verdict(new / raw <= TARGET)}")
+    print(f"  target file context <= {TARGET}x the raw code: {new / raw:.3f}x  {verdict(new / raw, TARGET, kind='exact', what='file block against the raw code')}")
 
 
 SESSION_WINDOW = 131072
@@ -117,14 +117,15 @@ def sessions() -> None:
     print(f"  file blocks        {after:>8}   {1 - after / before:.1%} fewer")
 
 
-def main() -> None:
+def main() -> int:
     bundle = Path(sys.argv[1]) if len(sys.argv) > 1 else BUNDLE
-    if bundle.exists():
-        per_file(python_files(bundle))
-    else:
-        print(f"no {bundle}: pass the path of httpx.bundle to measure real files")
+    if not bundle.exists():
+        print(f"no {bundle}: pass the path of httpx.bundle, the real files this measures", file=sys.stderr)
+        return 2
+    per_file(python_files(bundle))
     sessions()
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

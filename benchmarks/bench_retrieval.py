@@ -48,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import interleaved, verdict  # noqa: E402
+from timing import finish, interleaved, verdict  # noqa: E402
 
 from margin.core.retrieval import GIT_LOG_ARGS, Commit, History, RetrievalIndex, Signals, parse_git_log  # noqa: E402
 
@@ -163,7 +163,7 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
     grown, objects = rss_mb() - rss_before, deep_size(index) / 1e6
     resident = max(grown, objects)
     print(f"  memory of the index: {grown:.0f} MB resident growth while building it, {objects:.0f} MB of "
-          f"objects reachable from it; target <= {INDEX_MB:.0f} MB: {verdict(resident <= INDEX_MB)}")
+          f"objects reachable from it; target <= {INDEX_MB:.0f} MB: {verdict(resident, INDEX_MB, kind='exact', what=f'{label}: index size')}")
 
     history = History(commits)
     started = time.perf_counter()
@@ -186,7 +186,7 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
     print(f"  query, search() with signals, median of {len(queries)}: {q:.2f} ms "
           f"(max {max(search_times) * 1000:.1f} ms; rank_files {median_ms(rank_times):.2f} ms; "
           f"without signals {median_ms(plain_times):.2f} ms), target <= {QUERY_MS:.0f} ms: "
-          f"{verdict(q <= QUERY_MS)}")
+          f"{verdict(q, QUERY_MS, kind='time', what=f'{label}: query')}")
 
     text = texts[changed]
     lines = text.split("\n")
@@ -199,7 +199,7 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
         update_times.append(time.perf_counter() - started)
     u = median_ms(update_times)
     print(f"  update one changed file ({changed}, {len(lines):,} lines), median of {edits}: {u:.2f} ms, "
-          f"target <= {UPDATE_MS:.0f} ms: {verdict(u <= UPDATE_MS)}")
+          f"target <= {UPDATE_MS:.0f} ms: {verdict(u, UPDATE_MS, kind='time', what=f'{label}: update')}")
     index.put(changed, text, str(hash(text)))
 
     stored = {path: (index.fingerprint(path), json.dumps(index.export_file(path))) for path in texts}
@@ -210,7 +210,7 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
         for n, path in enumerate(texts)}}).encode(), compresslevel=3)
     print(f"  stored index, gzipped as the server writes it: {len(store) / 1e6:.1f} MB "
           f"({size / 1e6:.1f} MB of JSON before gzip), target <= {STORE_MB:.0f} MB: "
-          f"{verdict(len(store) / 1e6 <= STORE_MB)}")
+          f"{verdict(len(store) / 1e6, STORE_MB, kind='exact', what=f'{label}: stored size')}")
     del store
 
     def build_all() -> RetrievalIndex:
@@ -231,7 +231,7 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
     ratio = times["reload"] / times["build"]
     print(f"  reload from stored form ({size / 1e6:.1f} MB of JSON): {times['reload']:.2f} s against "
           f"{times['build']:.2f} s to build (side by side, median of 2) = {ratio:.2f}x, target <= "
-          f"{RELOAD_RATIO}x: {verdict(ratio <= RELOAD_RATIO)}; same rankings as the built index: {same}")
+          f"{RELOAD_RATIO}x: {verdict(ratio, RELOAD_RATIO, what=f'{label}: reload against build')}; same rankings as the built index: {same}")
     print(f"  process memory after: {peak_rss_mb():.0f} MB peak RSS")
 
 
@@ -282,7 +282,7 @@ def httpx_tree(bundle: str, tmp: str) -> tuple[dict[str, str], list[Commit], lis
     return texts, commits, [c.subject for c in commits[:50]]
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--bundle", default="/work/shared/data/httpx.bundle")
@@ -297,7 +297,8 @@ def main() -> None:
         texts, commits, queries = httpx_tree(args.bundle, tmp)
         measure("httpx (newest commit, .py files)", texts, commits, queries,
                 max(texts, key=lambda p: texts[p].count("\n")))
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

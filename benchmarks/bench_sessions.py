@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import verdict  # noqa: E402
+from timing import finish, verdict  # noqa: E402
 
 from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
 from margin.core import pointers  # noqa: E402
@@ -209,7 +209,7 @@ def pointer_costs(run: Run) -> None:
     median = statistics.median(costs)
     print(f"\nPointer cost (o200k tokens, every pointer the session's thread can show, {len(costs)}): min {costs[0]}, median {median}, "
           f"90th percentile {costs[int(0.9 * (len(costs) - 1))]}, max {costs[-1]}; the seed's stub: {stub}")
-    print(f"  pointers {1 - median / stub:.0%} cheaper than the stub (target >= 70%): {verdict(median <= 0.3 * stub)}")
+    print(f"  pointers {1 - median / stub:.0%} cheaper than the stub (target >= 70%): {verdict(median / stub, 0.3, kind='exact', what='pointer cost against the stub')}")
     print(f"  legend: {count(pointers.LEGEND + ' ' + pointers.RECALL_BY_USER)} tokens (target < 100)")
 
 
@@ -240,7 +240,7 @@ def assembly_times(run: Run) -> None:
     m, p = statistics.median(masked) * 1000, statistics.median(plain) * 1000
     print(f"\nAssembly at turn {len(run.turns)} ({len(history)} stored messages, {run.window}-token window), "
           f"median of 25: pointers {m:.2f} ms, plain truncation {p:.2f} ms, ratio {m / p:.2f}x")
-    print(f"  target <= 15 ms: {verdict(m <= 15)}; target <= 1.5x plain truncation: {verdict(m <= 1.5 * p)}")
+    print(f"  target <= 15 ms: {verdict(m, 15, kind='time', what='assembly at the last turn (ms)')}; target <= 1.5x plain truncation: {verdict(m / p, 1.5, what='assembly against plain truncation')}")
 
 
 async def main_async(turns: int) -> None:
@@ -255,11 +255,12 @@ async def main_async(turns: int) -> None:
         assembly_times(runs[0])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=300)
     asyncio.run(main_async(parser.parse_args().turns))
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

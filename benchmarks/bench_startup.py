@@ -39,7 +39,7 @@ from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import verdict  # noqa: E402
+from timing import finish, verdict  # noqa: E402
 
 TARGET_RATIO = 1.2
 
@@ -204,13 +204,13 @@ def main() -> int:
     for name, values in times.items():
         print(f"  {name:<13} {statistics.median(values) * 1000:7.1f} ms"
               f"  (min {min(values) * 1000:.1f}, max {max(values) * 1000:.1f})")
-    print(f"  ratio margin-lsp / bare pygls {ratio:5.2f}x   target <= {TARGET_RATIO}x: {verdict(ratio <= TARGET_RATIO)}")
+    print(f"  ratio margin-lsp / bare pygls {ratio:5.2f}x   target <= {TARGET_RATIO}x: {verdict(ratio, TARGET_RATIO, what='start-up against bare pygls')}")
     floor = statistics.median(times["bare+settings"]) / bare
     print(f"for information: bare+settings (the bare server validating Margin's settings with pydantic "
           f"before its reply) / bare pygls {floor:.2f}x")
     print(f"for information: spawn to the first answered request (margin/status), margin-lsp: "
           f"{statistics.median(status_times) * 1000:.1f} ms median")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import sysconfig
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import interleaved, verdict  # noqa: E402
+from timing import finish, interleaved, verdict  # noqa: E402
 
 COLD_LOAD = {
     "margin tekken_240911": "from margin.core.tokens.local import tekken_counter as f; f('tekken_240911')",
@@ -51,7 +51,7 @@ def source_corpus(limit_bytes: int = 2_000_000) -> list[str]:
     return chunks
 
 
-def main() -> None:
+def main() -> int:
     from importlib import resources
 
     import tiktoken
@@ -88,7 +88,7 @@ def main() -> None:
         print(f"  {name:<16} {megabytes / seconds:6.1f} MB/s   {ratio:4.2f}x raw tiktoken time")
     for name in ("margin_tiktoken", "margin_tekken"):
         ratio = times[name] / times["raw_tiktoken"]
-        print(f"  target {name} <= 1.25x raw tiktoken: {ratio:.2f}x  {verdict(ratio <= 1.25)}")
+        print(f"  target {name} <= 1.25x raw tiktoken: {ratio:.2f}x  {verdict(ratio, 1.25, what=f'{name} against raw tiktoken')}")
 
     print("Cold load (fresh process, after imports), median of 3 interleaved rounds")
     loads: dict[str, list[float]] = {name: [] for name in COLD_LOAD}
@@ -99,11 +99,12 @@ def main() -> None:
     for name, seconds in medians.items():
         print(f"  {name:<38} {seconds:5.2f} s")
     ours, theirs = medians["margin tekken_240911"], medians["mistral-common Tekkenizer.from_file"]
-    print(f"  target Tekken <= 1.5 s: {ours:.2f} s  {verdict(ours <= 1.5)}"
+    print(f"  target Tekken <= 1.5 s: {ours:.2f} s  {verdict(ours, 1.5, kind='time', what='Tekken cold load')}"
           f"  ({theirs / ours:.1f}x faster than mistral-common's loader)")
     print(f"  target o200k_base <= 1 s: {medians['margin o200k_base']:.2f} s  "
-          f"{verdict(medians['margin o200k_base'] <= 1.0)}")
+          f"{verdict(medians['margin o200k_base'], 1.0, kind='time', what='o200k cold load')}")
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import verdict  # noqa: E402
+from timing import finish, verdict  # noqa: E402
 
 from margin.core.retrieval import (  # noqa: E402
     DEFAULT_WEIGHTS, Commit, History, RetrievalIndex, Signals, Weights)
@@ -297,17 +297,17 @@ def replay(repo: Path, n_commits: int, tune: bool) -> None:
             print(f"    {name:8} {fmt(solo[name].summary(rows))}")
     s = solo["margin"].summary()
     for key, target in TARGETS.items():
-        print(f"  Margin {key} {s[key]:.3f}, target ≥ {target}: {verdict(s[key] >= target)}")
+        print(f"  Margin {key} {s[key]:.3f}, target ≥ {target}: {verdict(s[key], target, at_least=True, kind='exact', what=f'{key}')}")
     h = solo["margin"].summary(newer)
     for key, target in TARGETS.items():
-        print(f"  Margin {key} on the hold-out {h[key]:.3f}, target ≥ {target}: {verdict(h[key] >= target)}")
+        print(f"  Margin {key} on the hold-out {h[key]:.3f}, target ≥ {target}: {verdict(h[key], target, at_least=True, kind='exact', what=f'{key} on the hold-out')}")
 
     print(f"\nOne changed file open (active, excluded), the others to find ({len(paired_age)} commits):")
     for name in ("margin", "bm25", "jaccard"):
         print(f"    {name:8} {fmt(paired[name].summary())}")
     p = paired["margin"].summary()
     for key, target in TARGETS.items():
-        print(f"  Margin {key} {p[key]:.3f}, target ≥ {target}: {verdict(p[key] >= target)}")
+        print(f"  Margin {key} {p[key]:.3f}, target ≥ {target}: {verdict(p[key], target, at_least=True, kind='exact', what=f'{key}, one file open')}")
 
     print("\nSensitivity (all commits; query alone | one file open):")
     for name in configs:
@@ -315,7 +315,7 @@ def replay(repo: Path, n_commits: int, tune: bool) -> None:
             print(f"    {name:20} {fmt(solo[name].summary())} | {fmt(paired[name].summary())}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", default="/work/shared/data/httpx.bundle")
     parser.add_argument("--repo", help="an existing clone to use instead of cloning the bundle")
@@ -324,12 +324,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.repo:
         replay(Path(args.repo), args.commits, args.tune)
-        return
+        return finish()
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as tmp:
         subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", args.bundle, tmp + "/repo"],
                        check=True)
         replay(Path(tmp) / "repo", args.commits, args.tune)
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

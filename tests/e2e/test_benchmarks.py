@@ -1,0 +1,47 @@
+"""The fast benchmarks at their CI sizes (benchmarks/README.md): each exits non-zero when a target
+is missed, and CI runs them on a loaded machine (`MARGIN_BENCH_LOADED=1`): counts, sizes and
+ratios measured side by side are judged (ratios with benchmarks/timing.py's margin), absolute
+times are printed only. A change that makes Margin slower than its targets fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, clean_env
+
+pytestmark = pytest.mark.bench
+
+FAST = {
+    "tokens": ("bench_tokens.py",),
+    "budget": ("bench_budget.py",),
+    "startup": ("bench_startup.py", "--rounds", "7"),
+    "sessions": ("bench_sessions.py", "--turns", "60"),
+    "completion": ("bench_completion.py", "--no-llama"),
+}
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_a_fast_benchmark_meets_its_targets(name):
+    script, *args = FAST[name]
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO, capture_output=True,
+                         text=True, timeout=900, env=clean_env(MARGIN_BENCH_LOADED="1", MARGIN_LOG_LEVEL="WARNING"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " met" in run.stdout and "MISSED" not in run.stdout
+
+
+def test_a_missed_target_fails_the_benchmark():
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); import timing; "
+            "print(timing.verdict(2.0, 1.25, what='x'), timing.verdict(0.5, 1.0, kind='time')); "
+            "sys.exit(timing.finish())")
+    missed = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            env=clean_env(MARGIN_BENCH_LOADED="0"))
+    assert missed.returncode == 1 and "MISSED x: 2 against <= 1.25" in missed.stdout
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            env=clean_env(MARGIN_BENCH_LOADED="1"))  # 2.0 is past 1.25 x 1.5 too
+    assert loaded.returncode == 1 and "(a time: not judged on a loaded machine)" in loaded.stdout
+    missing = subprocess.run([sys.executable, "benchmarks/bench_file_context.py", "/nonexistent.bundle"], cwd=REPO,
+                             capture_output=True, text=True, env=clean_env())
+    assert missing.returncode == 2 and "no /nonexistent.bundle" in missing.stderr
