@@ -1,5 +1,5 @@
 """The TokenCounter interface, in-process counters with a shared count cache, and the
-heuristic that never under-counts.
+heuristic: the token bound, for models Margin cannot count exactly.
 
 A counter counts a text, and a whole chat prompt as the backend will see it: message contents
 plus the model family's framing (role markers, separators, reply priming). Counters that run
@@ -11,14 +11,13 @@ is asynchronous and lives in adapters/.
 from __future__ import annotations
 
 import hashlib
-import math
-import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 import json
 from typing import Any, Callable, Sequence
 
 from margin.core.llm import ChatMessage
+from margin.core.tokens.bound import token_bound
 from margin.core.tokens.cuts import LineCuts
 
 
@@ -167,40 +166,9 @@ def tool_prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[dict[str
 
 # --- the heuristic -----------------------------------------------------------------------
 
-_RUNS = re.compile(r"[A-Za-z]+|[0-9]|\s+|[^\sA-Za-z0-9\x80-\U0010ffff]|[\x80-\U0010ffff]+")
-_WEIGHTS = {
-    "word": 0.25, "word_char": 0.05,        # a run of ASCII letters, and each of its letters
-    "digit": 1.0,                           # Tekken splits every digit
-    "space": 1.0, "space_char": 0.16, "cr": 1.15,  # a whitespace run, its characters, each \r
-    "symbol": 1.1,                          # each ASCII symbol
-    "non_ascii_byte": 0.7,                  # CJK ≈ 2 tokens a character at most, emoji ≈ 3
-}
-_MARGIN = 1.05
-"""Calibrated on the test corpus (code in eight languages, prose, CJK, emoji, whitespace runs,
-numbers) against o200k_base, cl100k_base and both Tekken files: no sample is under-counted, and
-Python source is over-counted by about half."""
-
-
 def heuristic_count(text: str) -> int:
-    """An estimate that does not under-count real tokenizers on code, prose, CJK or emoji."""
-    if not text:
-        return 0
-    w = _WEIGHTS
-    total = 0.0
-    for match in _RUNS.finditer(text):
-        run = match.group()
-        first = run[0]
-        if first >= "\x80":
-            total += w["non_ascii_byte"] * len(run.encode("utf-8", "surrogatepass"))
-        elif first.isalpha():
-            total += w["word"] + w["word_char"] * len(run)
-        elif first.isdigit():
-            total += w["digit"]
-        elif first.isspace():
-            total += w["space"] + w["space_char"] * len(run) + w["cr"] * run.count("\r")
-        else:
-            total += w["symbol"]
-    return math.ceil(total * _MARGIN)
+    """A count no covered tokenizer goes over: the token bound (core/tokens/bound.py)."""
+    return token_bound(text)
 
 
 class HeuristicFraming(ChatFraming):
