@@ -11,7 +11,8 @@ from margin import deferred
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
-    from margin.adapters.llama_tokens import LlamaCppCounter
+    from margin.adapters.llama_tokens import ServerCounter
+    from margin.core.tokens.choice import TokenizerChoice
     from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
     from margin.adapters.sqlite_store import SQLiteThreadStore
 
@@ -26,7 +27,10 @@ def make_provider(base_url: str, timeout_s: float, api_key: str | None,
                                                 on_request=on_request)
 
 
-def make_llama_counter(base_url: str, timeout_s: float) -> LlamaCppCounter:
+def make_server_counter(choice: TokenizerChoice, base_url: str, timeout_s: float) -> ServerCounter:
+    """The counter that asks the model server at `base_url` (llama.cpp, or vLLM for `choice.variant`)."""
+    if choice.kind == "vllm":
+        return llama_tokens.VllmCounter(base_url, model=choice.variant, timeout_s=timeout_s)
     return llama_tokens.LlamaCppCounter(base_url, timeout_s=timeout_s)
 
 
@@ -35,5 +39,5 @@ def make_store(path: Path) -> SQLiteThreadStore:
 
 
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
-    return MarginApp.create(make_provider, make_llama_counter, make_store,
+    return MarginApp.create(make_provider, make_server_counter, make_store,
                             os.environ if environ is None else environ)

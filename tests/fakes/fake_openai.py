@@ -120,6 +120,8 @@ class FakeBackend:
         """(method, path, headers with lower-case names) of every request, whatever its path"""
         self.posts: list[tuple[str, dict[str, Any]]] = []
         """(path, JSON body) of every POST to another endpoint than /v1/chat/completions"""
+        self.tokenize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        """when set, POST /tokenize answers 200 with what it returns for the request's body (vLLM's)"""
         self.routes: dict[str, list[Step]] = {}
         """scripted answers (`status` or `raw` steps) for other POST endpoints, by path; 404 when none"""
         self.disconnects: list[tuple[str, float]] = []
@@ -237,7 +239,9 @@ class FakeBackend:
                         fake.posts.append((path, json.loads(raw_body or b"{}")))
                         steps = fake.routes.get(path)
                         step = steps.pop(0) if steps else None
-                    if step is None:
+                    if path == "/tokenize" and fake.tokenize is not None and step is None:
+                        self._json(200, fake.tokenize(json.loads(raw_body or b"{}")))
+                    elif step is None:
                         self._json(404, {"error": {"message": "not found"}})
                     else:
                         getattr(self, f"_do_{step.kind}")(step, {})

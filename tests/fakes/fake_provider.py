@@ -47,7 +47,7 @@ from margin.core.tokens.counter import LocalCounter
 from margin.services.app import MarginApp
 from margin.services.registry import Services
 from margin.services.tokenizers import Tokenizers
-from margin.wiring import make_llama_counter
+from margin.wiring import make_server_counter
 
 WS = "file:///ws"
 BASE_URL = "http://fake-provider.invalid/v1"
@@ -223,8 +223,8 @@ def fake_app(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (W
     variables)."""
     environ = {"MARGIN_DEFAULTS_BASE_URL": BASE_URL, "MARGIN_DATABASE": str(tmp_path / "threads.db"),
                "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", **env}
-    app = MarginApp.create(provider.factory, make_llama_counter, SQLiteThreadStore, environ)
-    app.tokenizers = ProcessTokenizers(make_llama_counter)
+    app = MarginApp.create(provider.factory, make_server_counter, SQLiteThreadStore, environ)
+    app.tokenizers = ProcessTokenizers(make_server_counter)
     app.workspace.folders = lambda: list(folders)
     return app
 

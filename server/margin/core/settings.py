@@ -83,7 +83,7 @@ class ProfileSettings(BaseModel):
         "reply must start within it and never stall longer between chunks."))]
     tokenizer: Annotated[Tokenizer, Field(description=(
         "How tokens are counted for {capability}: `auto`, `tiktoken[:ENCODING]`, "
-        "`tekken[:FILE]`, `llama.cpp` or `heuristic`."))]
+        "`tekken[:FILE]`, `llama.cpp`, `vllm` or `heuristic`."))]
     template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description=(
         "Prompt template id for {capability}: `<id>.md` in the prompts folder, else a shipped "
         "template."))]

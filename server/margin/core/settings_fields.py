@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "heuristic")
+TOKENIZER_KINDS = ("tiktoken", "tekken", "llama.cpp", "vllm", "heuristic")
 
 
 def _check_base_url(value: str) -> str:
@@ -31,9 +31,9 @@ def _check_tokenizer(value: str) -> str:
     kind = value.split(":", 1)[0]
     if value != "auto" and kind not in TOKENIZER_KINDS:
         raise ValueError(
-            "must be 'auto' or one of tiktoken[:ENCODING], tekken[:FILE], llama.cpp, heuristic"
+            "must be 'auto' or one of tiktoken[:ENCODING], tekken[:FILE], llama.cpp, vllm, heuristic"
         )
-    if kind in ("llama.cpp", "heuristic") and ":" in value:
+    if kind in ("llama.cpp", "vllm", "heuristic") and ":" in value:
         raise ValueError(f"'{kind}' takes no ':' suffix")
     return value
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from margin.services.backends import Backends, ProviderFactory
     from margin.services.completion_routes import RouteMemory
     from margin.services.thread_storage import ThreadStorage
-    from margin.services.tokenizers import LlamaCounterFactory, Tokenizers
+    from margin.services.tokenizers import ServerCounterFactory, Tokenizers
 
 # Imported on first use (margin.deferred).
 backends_module = deferred.module("margin.services.backends")
@@ -50,7 +50,7 @@ def _message_file_contexts(store: ThreadStore) -> FileContextRepository:
 @dataclass
 class MarginApp:
     make_provider: ProviderFactory
-    make_llama_counter: LlamaCounterFactory
+    make_server_counter: ServerCounterFactory
     make_store: Callable[[Path], ThreadStore]
     environ: Mapping[str, str]
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
@@ -75,11 +75,11 @@ class MarginApp:
     def create(
         cls,
         make_provider: ProviderFactory,
-        make_llama_counter: LlamaCounterFactory,
+        make_server_counter: ServerCounterFactory,
         make_store: Callable[[Path], ThreadStore],
         environ: Mapping[str, str],
     ) -> MarginApp:
-        return cls(make_provider=make_provider, make_llama_counter=make_llama_counter, make_store=make_store,
+        return cls(make_provider=make_provider, make_server_counter=make_server_counter, make_store=make_store,
                    environ=environ)
 
     @cached_property
@@ -98,7 +98,7 @@ class MarginApp:
 
     @cached_property
     def tokenizers(self) -> Tokenizers:
-        return tokenizers_module.Tokenizers(self.make_llama_counter)
+        return tokenizers_module.Tokenizers(self.make_server_counter)
 
     @cached_property
     def completion_routes(self) -> RouteMemory:

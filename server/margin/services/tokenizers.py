@@ -19,8 +19,11 @@ from margin.core.tokens.local import tekken_counter, tiktoken_counter
 
 log = logging.getLogger(__name__)
 
-LlamaCounterFactory = Callable[[str, float], TokenCounter]
-"""(base_url, timeout_s) → a counter asking that llama.cpp server"""
+REMOTE = ("llama.cpp", "vllm")
+"""tokenizer kinds that ask the model server"""
+
+ServerCounterFactory = Callable[[TokenizerChoice, str, float], TokenCounter]
+"""(choice, base_url, timeout_s) → a counter asking the model server there (llama.cpp or vLLM)"""
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,11 @@ def build_local(choice: TokenizerChoice) -> LocalCounter:
 
 
 class Tokenizers:
-    def __init__(self, make_llama_counter: LlamaCounterFactory) -> None:
-        self._make_llama_counter = make_llama_counter
+    def __init__(self, make_server_counter: ServerCounterFactory) -> None:
+        self._make_server_counter = make_server_counter
         self._loads: dict[str, asyncio.Future[LocalCounter | None]] = {}
         self._failures: dict[str, str] = {}
-        self._remote: dict[str, TokenCounter] = {}
+        self._remote: dict[tuple[str, str], TokenCounter] = {}
         self._heuristic = heuristic_counter(CountCache())
 
     def preload(self, choices: Iterable[TokenizerChoice]) -> None:
@@ -72,10 +75,11 @@ class Tokenizers:
     async def counter(self, choice: TokenizerChoice, base_url: str, timeout_s: float) -> TokenCounter:
         """The counter for `choice`: built (waiting for its build if need be), remote, or the
         heuristic when the choice cannot be had."""
-        if choice.kind == "llama.cpp":
-            if base_url not in self._remote:
-                self._remote[base_url] = self._make_llama_counter(base_url, timeout_s)
-            return self._remote[base_url]
+        if choice.kind in REMOTE:
+            key = (choice.name, base_url)
+            if key not in self._remote:
+                self._remote[key] = self._make_server_counter(choice, base_url, timeout_s)
+            return self._remote[key]
         if choice.kind == "heuristic":
             return self._heuristic
         self.preload([choice])
@@ -85,7 +89,10 @@ class Tokenizers:
     def state(self, choice: TokenizerChoice) -> TokenizerState:
         if choice.kind == "heuristic":
             return TokenizerState("heuristic", False, "ready")
-        if choice.kind == "llama.cpp":
+        if choice.kind in REMOTE:
+            asked = [c for (name, _), c in self._remote.items() if name == choice.name]
+            if any(not c.exact for c in asked):  # the server said it does not serve /tokenize
+                return TokenizerState("heuristic", False, f"unavailable: {choice.kind} /tokenize is not served")
             return TokenizerState(choice.name, True, "remote")
         if choice.name in self._failures:
             return TokenizerState("heuristic", False, f"unavailable: {self._failures[choice.name]}")

@@ -12,7 +12,7 @@ from margin.core.settings import PROFILES, Source, resolve
 from margin.services.backends import Backends
 from margin.services.diagnosis import diagnose
 from margin.services.tokenizers import Tokenizers
-from margin.wiring import make_llama_counter, make_provider
+from margin.wiring import make_server_counter, make_provider
 from tests.conftest import until
 from tests.fakes.fake_openai import FakeBackend, hang
 
@@ -75,7 +75,7 @@ async def test_provider_is_rebuilt_only_when_its_connection_settings_change(fake
 
 async def test_profiles_on_one_backend_share_one_probe(fake):
     backends = Backends(make_provider, {})
-    tokenizers = Tokenizers(make_llama_counter)
+    tokenizers = Tokenizers(make_server_counter)
     try:
         reports = await diagnose(settings_for(fake), backends, tokenizers)
         await diagnose(settings_for(fake), backends, tokenizers)  # within the cache's lifetime
@@ -130,7 +130,7 @@ async def test_one_probe_of_a_vllm_server_still_gives_each_model_its_window():
         settings = resolve([Source("test", {"defaults": {"baseUrl": fake.base_url},
                                             "chat": {"model": "large"}, "edit": {"model": "small"}})])
         backends = Backends(make_provider, {})
-        tokenizers = Tokenizers(make_llama_counter)
+        tokenizers = Tokenizers(make_server_counter)
         try:
             reports = {r.name: r for r in await diagnose(settings, backends, tokenizers, fresh=True)}
         finally:
@@ -147,7 +147,7 @@ async def test_a_backend_too_busy_to_answer_the_probe_is_reachable_but_busy(fake
     fake.slow_gets(10)  # the connection is accepted; the answer comes long after the probe gave up
     settings = settings_for(fake)
     backends = Backends(make_provider, {})
-    tokenizers = Tokenizers(make_llama_counter)
+    tokenizers = Tokenizers(make_server_counter)
     try:
         info = await backends.probe("chat", settings.profile("chat"))
         await until(lambda: len(fake.gets) >= 4)

@@ -1,8 +1,8 @@
 """Which tokenizer a profile counts with, from its `tokenizer` setting, model and backend.
 
 `auto`: OpenAI models → tiktoken (the model's encoding); Mistral models → Tekken; any other
-model on a llama.cpp server → that server's own `/tokenize`; anything else → the heuristic,
-which never under-counts but is not exact. An explicit setting always wins.
+model on a llama.cpp or vLLM server → that server's own `/tokenize`; anything else → the
+heuristic (the token bound, core/tokens/bound.py), which never under-counts but is not exact. An explicit setting always wins.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ DEFAULT_TEKKEN = "tekken_240911"
 @dataclass(frozen=True)
 class TokenizerChoice:
     kind: str
-    """tiktoken | tekken | llama.cpp | heuristic"""
+    """tiktoken | tekken | llama.cpp | vllm | heuristic"""
     variant: str | None = None
-    """the tiktoken encoding or Tekken file, where the kind has one"""
+    """the tiktoken encoding or Tekken file, where the kind has one; for vllm, the model asked"""
     framing: str | None = None
     """for Tekken: the instruct version whose chat framing is counted (v3 or v7)"""
 
@@ -45,6 +45,8 @@ def choose_tokenizer(
         return TokenizerChoice("tekken", variant or DEFAULT_TEKKEN, mistral_instruct_version(model))
     if kind in ("llama.cpp", "heuristic"):
         return TokenizerChoice(kind)
+    if kind == "vllm":
+        return TokenizerChoice("vllm", model)
     family = model_family(model)
     if family == "openai":
         return TokenizerChoice("tiktoken", tiktoken_encoding_for(model))
@@ -52,4 +54,6 @@ def choose_tokenizer(
         return TokenizerChoice("tekken", DEFAULT_TEKKEN, mistral_instruct_version(model))
     if backend_kind == "llama.cpp":
         return TokenizerChoice("llama.cpp")
+    if backend_kind == "vllm":
+        return TokenizerChoice("vllm", model)
     return TokenizerChoice("heuristic")
