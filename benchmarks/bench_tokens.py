@@ -1,8 +1,10 @@
-"""Counting throughput against raw tiktoken `encode_ordinary`, and tokenizer cold loads.
+"""Counting throughput against raw tiktoken `encode_ordinary`, tokenizer cold loads, and the token
+bound (the heuristic) against every exact tokenizer on Python source.
 
 Targets (SPEC, Performance): exact counting within 1.25x of raw tiktoken for both families;
 each tokenizer ready to count in <= 1 s cold (Tekken <= 1.5 s, mistral-common's own loader
-measured beside it)."""
+measured beside it); the token bound never under the exact counts and at most 1.6x the largest.
+`--httpx BUNDLE` also prints the bound's over-estimate on httpx's source (README, "Token counts")."""
 
 from __future__ import annotations
 
@@ -103,7 +105,51 @@ def main() -> int:
           f"  ({theirs / ours:.1f}x faster than mistral-common's loader)")
     print(f"  target o200k_base <= 1 s: {medians['margin o200k_base']:.2f} s  "
           f"{verdict(medians['margin o200k_base'], 1.0, kind='time', what='o200k cold load')}")
+    bound_report(chunks)
+    if "--httpx" in sys.argv:
+        httpx_report(Path(sys.argv[sys.argv.index("--httpx") + 1]))
     return finish()
+
+
+def exact_encodings() -> dict:
+    import tiktoken
+
+    from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
+
+    found = {name: tiktoken.Encoding(**openai_encoding_args(name)) for name in ("o200k_base", "cl100k_base")}
+    found.update({name: tiktoken.Encoding(**tekken_encoding_args(name)) for name in ("tekken_240911", "tekken_240718")})
+    return found
+
+
+def over_estimates(texts: list[str]) -> tuple[int, dict[str, int]]:
+    from margin.core.tokens.bound import token_bound
+
+    ours = sum(token_bound(t) for t in texts)
+    return ours, {name: sum(len(enc.encode_ordinary(t)) for t in texts) for name, enc in exact_encodings().items()}
+
+
+def bound_report(chunks: list[str]) -> None:
+    ours, exact = over_estimates(chunks)
+    print(f"The token bound on the same chunks: {ours} tokens")
+    for name, count in exact.items():
+        print(f"  {name:<14} {count:8d}   bound {ours / count:.2f}x")
+    low, high = min(ours / c for c in exact.values()), ours / max(exact.values())
+    print(f"  target never under an exact count: lowest {low:.2f}x  "
+          f"{verdict(low, 1.0, at_least=True, kind='exact', what='bound against exact counts')}")
+    print(f"  target <= 1.6x the largest exact count: {high:.2f}x  "
+          f"{verdict(high, 1.6, kind='exact', what='bound over-estimate')}")
+
+
+def httpx_report(bundle: Path) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["git", "clone", "-q", str(bundle), tmp], check=True, capture_output=True)
+        texts = [p.read_text(encoding="utf-8") for p in sorted(Path(tmp, "httpx").rglob("*.py"))]
+    ours, exact = over_estimates(texts)
+    print(f"The token bound on httpx's source ({len(texts)} files): {ours} tokens")
+    for name, count in exact.items():
+        print(f"  {name:<14} {count:8d}   bound {ours / count:.2f}x")
 
 
 if __name__ == "__main__":

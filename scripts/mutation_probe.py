@@ -63,6 +63,17 @@ MUTANTS = (
     Mutant("TCP off loopback without --allow-remote", "lsp/main.py",
            (("        if not _loopback(host) and not args.allow_remote:", "        if False:"),),
            ("tests/e2e/test_tcp.py",)),
+    # --- no context overflow: the token bound never under-counts ---
+    Mutant("the bound trusts a join the table forbids", "core/tokens/bound.py",
+           (("if count > best and (i - start > K or data[start:i] not in table):", "if count > best:"),),
+           ("tests/unit/core/tokens/test_bound.py",)),
+    Mutant("the bound takes one pre-tokenizer, not the largest", "core/tokens/bound.py",
+           (("    return max(sum(map(chunk_bound, pattern.findall(text))) for pattern in _COMPILED)",
+             "    return sum(map(chunk_bound, _COMPILED[0].findall(text)))"),),
+           ("tests/unit/core/tokens/test_bound.py",)),
+    Mutant("a run of one byte splits finer than the table allows", "core/tokens/bound.py",
+           (("    return 2 * pairs + (1 if left else 0)", "    return 2 * pairs + (1 if left else 0) - (n > r + 1)"),),
+           ("tests/unit/core/tokens/test_bound.py",)),
     # --- edits land only on the text the model saw ---
     Mutant("an open file of another text taken as the base", "services/editops.py",
            (("            if base is None and current is not None and current.fingerprint == fingerprint:",
