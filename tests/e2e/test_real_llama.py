@@ -423,3 +423,26 @@ async def test_typing_a_line_re_evaluates_few_prompt_tokens_per_keystroke(llama_
     assert first.prompt_n > 1000  # the whole file was evaluated once
     assert statistics.median(per_key) <= 64
     assert sent, "typing a line sent no request at all: the median above would say nothing"
+
+
+STATS = ('"""Small statistics."""\n\n\ndef mean(values):\n    return sum(values) / len(values)\n\n\n'
+         "def variance(values):\n    m = mean(values)\n    return ")
+SCHEMA_WORDS = {"HoleAnswer", "hole_answer", "Completion", "completion", "title"}
+
+
+def test_the_chat_route_never_answers_with_a_schema_word(llama_server, tmp_path_factory):
+    """`margin complete` on a file ending in `return ` answered `HoleAnswer` three runs out of
+    three while the prompt showed the schema's titles: the model copied the only name it saw."""
+    path = tmp_path_factory.mktemp("stats") / "stats.py"  # a folder name the model may copy too
+    path.write_text(STATS)
+    line = STATS.count("\n") + 1
+    answers = []
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-m", "margin.cli", "complete", str(path), f"{line}:12"],
+                             capture_output=True, text=True, timeout=600,
+                             env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent",
+                                           MARGIN_COMPLETION_TIMEOUT_S="600"))
+        assert run.returncode == 0 or "margin: no suggestion" in run.stderr, run.stdout + run.stderr
+        answers.append(run.stdout.strip())
+    print(answers)
+    assert [a for a in answers if a.strip("`\"' ") in SCHEMA_WORDS] == []

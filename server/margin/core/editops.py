@@ -33,6 +33,8 @@ from typing import Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from margin.core.answer_schema import answer_schema
+
 OpKind = Literal["insert", "replace", "delete"]
 Target = Literal["document", "selection", "cursor", "match"]
 OP_KINDS: tuple[str, ...] = ("insert", "replace", "delete")
@@ -291,8 +293,8 @@ class ModelReply(BaseModel):
 
 def reply_json_schema() -> dict:
     """The JSON schema of the model's answer: sent as `response_format` and shown in the prompt,
-    from the same model that validates the answer."""
-    return ModelReply.model_json_schema()
+    from the same model that validates the answer (core/answer_schema.py)."""
+    return answer_schema(ModelReply)
 
 
 def json_answer_fragment(schema: dict, rules: str) -> str:

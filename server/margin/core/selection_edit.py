@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from margin.core import instructions as rules
+from margin.core.answer_schema import answer_schema
 from margin.core.budget import Item, Plan, Section, plan
 from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.file_block import fence, file_header
@@ -119,7 +120,7 @@ class SelectionReply(BaseModel):
 
 
 def selection_reply_schema() -> dict:
-    return SelectionReply.model_json_schema()
+    return answer_schema(SelectionReply)
 
 
 def selection_reply_fragment() -> str:

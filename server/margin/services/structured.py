@@ -10,7 +10,6 @@ that does not follow the schema — is one `AnswerFailed` whose message says wha
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 from pydantic import BaseModel
 
 from margin.core.budget import Plan
+from margin.core.answer_schema import answer_schema
 from margin.core.editops import ReplyRejected, parse_answer
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError
 from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter
@@ -102,13 +102,6 @@ class AnswerFailed(RequestError):
     """The model's answer cannot be used; nothing was changed."""
 
 
-@functools.cache
-def _schema(answer: type[BaseModel]) -> dict:
-    """An answer model's JSON schema, built once (pydantic builds it anew on every call; it is
-    only read)."""
-    return answer.model_json_schema()
-
-
 async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
                    described_as: str, smaller: str, retry: str) -> M:
     """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
@@ -117,7 +110,7 @@ async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: ty
     ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
     less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
     request = profile.request(messages, {"type": "json_schema",
-                                         "json_schema": {"name": schema_name, "schema": _schema(answer)}})
+                                         "json_schema": {"name": schema_name, "schema": answer_schema(answer)}})
     try:
         reply = await profile.provider.complete(request)
     except ContextTooLarge as error:

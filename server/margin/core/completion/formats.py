@@ -40,6 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from margin.core.answer_schema import answer_schema
 from margin.core.completion.prompt import CompletionPrompt, Snippet
 from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.file_block import fence, file_header
@@ -233,7 +234,7 @@ HOLE_MARKER = "{{FILL_HERE}}"
 
 def hole_answer_fragment() -> str:
     return json_answer_fragment(
-        HoleAnswer.model_json_schema(),
+        answer_schema(HoleAnswer),
         "`completion` is the code that goes in the hole, exactly as it is to be inserted: nothing "
         "that is already before or after the hole, with the indentation it needs. When the hole is "
         "in the middle of a line, complete only that line. When nothing belongs there, it is empty."
@@ -252,7 +253,7 @@ template is what is sent; this is for callers without one)."""
 
 def hole_response_format() -> dict:
     return {"type": "json_schema", "json_schema": {"name": HOLE_SCHEMA_NAME,
-                                                   "schema": HoleAnswer.model_json_schema()}}
+                                                   "schema": answer_schema(HoleAnswer)}}
 
 
 def parse_hole_answer(content: str) -> str:

@@ -151,8 +151,8 @@ def test_the_chat_route_asks_for_one_json_object_with_the_hole_marked():
         "max_tokens": 64,
         "temperature": 0.2,
         "response_format": {"type": "json_schema", "json_schema": {"name": "hole_answer", "schema": {
-            "additionalProperties": False, "properties": {"completion": {"title": "Completion", "type": "string"}},
-            "required": ["completion"], "title": "HoleAnswer", "type": "object"}}},
+            "additionalProperties": False, "properties": {"completion": {"type": "string"}},
+            "required": ["completion"], "type": "object"}}},
         "stream": False,
     }
     assert [m.as_json() for m in messages] == body["messages"]
