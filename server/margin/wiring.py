@@ -27,11 +27,12 @@ def make_provider(base_url: str, timeout_s: float, api_key: str | None,
                                                 on_request=on_request)
 
 
-def make_server_counter(choice: TokenizerChoice, base_url: str, timeout_s: float) -> ServerCounter:
+def make_server_counter(choice: TokenizerChoice, base_url: str, timeout_s: float,
+                        api_key: str | None = None) -> ServerCounter:
     """The counter that asks the model server at `base_url` (llama.cpp, or vLLM for `choice.variant`)."""
     if choice.kind == "vllm":
-        return llama_tokens.VllmCounter(base_url, model=choice.variant, timeout_s=timeout_s)
-    return llama_tokens.LlamaCppCounter(base_url, timeout_s=timeout_s)
+        return llama_tokens.VllmCounter(base_url, model=choice.variant, timeout_s=timeout_s, api_key=api_key)
+    return llama_tokens.LlamaCppCounter(base_url, timeout_s=timeout_s, api_key=api_key)
 
 
 def make_store(path: Path) -> SQLiteThreadStore:

@@ -385,3 +385,26 @@ async def test_completion_is_answered_while_a_chat_is_still_running(fake, tmp_pa
         cancel()
         with pytest.raises(Exception):
             await chat
+
+
+async def test_a_llama_cpp_that_does_not_count_is_reported_and_counted_with_the_bound(fake, tmp_path):
+    """A proxy in front of llama.cpp answers /props but not /tokenize: status says the tokenizer is
+    the bound and why (not `llama.cpp, exact: true`), and chat and completion still work."""
+    from tests.e2e.lsp_client import status
+
+    fake.script(reply("Counted anyway."), hole("a + b"))
+    env = env_for(fake, tmp_path, MARGIN_DEFAULTS_TOKENIZER="auto")
+    async with margin_client(env=env, root=Path("/ws"), capabilities=UTF16_CLIENT) as client:
+        for message in (types.InlineCompletionRequest,):
+            client.protocol._converter.register_unstructure_hook(message, lambda m: {
+                "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
+        profiles = (await status(client))["profiles"]
+        chat = await request(client, "margin/chat", {"message": "hi"})
+        open_doc(client, A, SMALL)
+        items = await inline(client, inline_params(1, 11))
+    for name in ("chat", "completion"):
+        p = profiles[name]
+        assert (p["tokenizer"], p["exact"]) == ("heuristic", False), p
+        assert p["tokenizerState"].startswith("unavailable: ") and "/tokenize answered HTTP 404" in p["tokenizerState"]
+    assert chat["reply"] == "Counted anyway." and chat["budget"]["tokenizer"] == {"name": "heuristic", "exact": False}
+    assert [i["insertText"] for i in items] == ["a + b"]

@@ -99,6 +99,7 @@ async def test_utf8_positions_around_emoji_and_crlf():
 
 async def test_status_reports_profiles_from_a_reachable_backend(fake):
     env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_EDIT_ENABLED": "false"}
+    fake.tokenize = lambda body: {"tokens": [1] * len(body["content"])}  # llama.cpp counts
     async with margin_client(env=env) as client:
         result = await status(client, refresh=True)
     assert result["version"] == __version__

@@ -121,7 +121,8 @@ class FakeBackend:
         self.posts: list[tuple[str, dict[str, Any]]] = []
         """(path, JSON body) of every POST to another endpoint than /v1/chat/completions"""
         self.tokenize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-        """when set, POST /tokenize answers 200 with what it returns for the request's body (vLLM's)"""
+        """when set, POST /tokenize answers 200 with what it returns for the request's body (as
+        llama.cpp's or vLLM's would)"""
         self.routes: dict[str, list[Step]] = {}
         """scripted answers (`status` or `raw` steps) for other POST endpoints, by path; 404 when none"""
         self.disconnects: list[tuple[str, float]] = []

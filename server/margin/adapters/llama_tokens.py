@@ -3,9 +3,11 @@
 llama.cpp: `/tokenize` for texts, and `/apply-template` + `/tokenize` for a whole chat prompt,
 which equals the `prompt_tokens` the server reports for the same messages. vLLM: its `/tokenize`
 takes a text (`prompt`) or a chat (`messages`, templated with the generation prompt, tools
-included) and answers the `count`; a vLLM that does not serve it (404) is counted with the token
-bound from then on, marked approximate. Neither is sent the API key (both endpoints sit outside
-`/v1`, where servers check keys)."""
+included) and answers the `count`. A server that does not serve these (404, 405 or 501: a proxy in
+front of llama.cpp, an old vLLM) is counted with the token bound from then on, marked approximate,
+with one warning; status and `margin doctor` say so. They carry the profile's API key when its
+requests do (llama.cpp started with --api-key checks it there too): the same server, the same
+origin (core/api_keys.py)."""
 
 from __future__ import annotations
 
@@ -25,21 +27,35 @@ log = logging.getLogger(__name__)
 CONCURRENCY = 8
 
 
+NOT_SERVED = (404, 405, 501)
+"""answers that say the server has no such endpoint"""
+
+
+class _NotServed(Exception):
+    pass
+
+
 class ServerCounter(TokenCounter):
-    """A counter that asks the model server: one HTTP client, a bound on requests at once."""
+    """A counter that asks the model server: one HTTP client, a bound on requests at once, and the
+    token bound in its place once the server says it does not count."""
 
     exact = True
     server = "the model server"
     """what the server is, for messages"""
 
     def __init__(self, base_url: str, *, timeout_s: float, cache: CountCache | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._root = server_root(self.base_url)
         self._timeout_s = timeout_s
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport, headers=headers)
         self._limit = asyncio.Semaphore(CONCURRENCY)
         self.cache = cache if cache is not None else CountCache()
+        self.fallback: TokenCounter | None = None
+        """the token bound, once the server has said it does not count"""
+        self.unavailable: str | None = None
+        """why, then (for status and doctor)"""
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -50,6 +66,13 @@ class ServerCounter(TokenCounter):
                 response = await self._client.post(f"{self._root}{path}", json=body)
             except httpx.HTTPError as error:
                 raise transport_error(self.base_url, self._timeout_s, error, streaming=False) from error
+        if response.status_code in NOT_SERVED:
+            if self.fallback is None:
+                self.unavailable = f"{self._root}{path} answered HTTP {response.status_code}"
+                log.warning("tokenizer %s unavailable (%s %s answered HTTP %d); counting with the token bound",
+                            self.name, self.server, path, response.status_code)
+                self.fallback, self.exact, self.name = heuristic_counter(), False, "heuristic"
+            raise _NotServed
         if response.status_code >= 400:
             raise error_from_body(response.status_code, response.content, self.base_url)
         try:
@@ -61,6 +84,37 @@ class ServerCounter(TokenCounter):
             raise MalformedResponse(
                 f"The server at {self._root} answered {path} with something that is not JSON; "
                 f"is it {self.server}?", base_url=self.base_url) from None
+
+    async def _count_text(self, text: str) -> int:
+        raise NotImplementedError
+
+    async def _count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]]) -> int:
+        raise NotImplementedError
+
+    async def count_texts(self, texts: Sequence[str]) -> list[int]:
+        if self.fallback is None:
+            counts = [0 if not text else self.cache.get(text) for text in texts]
+            missing = [i for i, count in enumerate(counts) if count is None]
+            try:
+                found = await asyncio.gather(*(self._count_text(texts[i]) for i in missing))
+            except _NotServed:
+                pass
+            else:
+                for i, count in zip(missing, found):
+                    self.cache.put(texts[i], count)
+                    counts[i] = count
+                return counts  # type: ignore[return-value]
+        assert self.fallback is not None
+        return await self.fallback.count_texts(texts)
+
+    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        if self.fallback is None:
+            try:
+                return await self._count_chat(messages, tools)
+            except _NotServed:
+                pass
+        assert self.fallback is not None
+        return await self.fallback.count_chat(messages, tools)
 
 
 class LlamaCppCounter(ServerCounter):
@@ -76,16 +130,10 @@ class LlamaCppCounter(ServerCounter):
                                     base_url=self.base_url)
         return len(tokens)
 
-    async def count_texts(self, texts: Sequence[str]) -> list[int]:
-        counts = [0 if not text else self.cache.get(text) for text in texts]
-        missing = [i for i, count in enumerate(counts) if count is None]
-        found = await asyncio.gather(*(self._tokenize(texts[i], add_special=False) for i in missing))
-        for i, count in zip(missing, found):
-            self.cache.put(texts[i], count)
-            counts[i] = count
-        return counts  # type: ignore[return-value]
+    async def _count_text(self, text: str) -> int:
+        return await self._tokenize(text, add_special=False)
 
-    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+    async def _count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]]) -> int:
         body: dict[str, Any] = {"messages": [m.as_json() for m in messages]}
         if tools:
             body["tools"] = list(tools)
@@ -97,67 +145,28 @@ class LlamaCppCounter(ServerCounter):
         return await self._tokenize(prompt, add_special=True)
 
 
-NOT_SERVED = (404, 405, 501)
-
-
 class VllmCounter(ServerCounter):
     name = "vllm"
     server = "vLLM"
 
     def __init__(self, base_url: str, *, model: str | None, timeout_s: float, cache: CountCache | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(base_url, timeout_s=timeout_s, cache=cache, transport=transport)
+                 transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None) -> None:
+        super().__init__(base_url, timeout_s=timeout_s, cache=cache, transport=transport, api_key=api_key)
         self.model = model
-        self.fallback: TokenCounter | None = None
-        """the token bound, once the server has said it does not serve /tokenize"""
 
-    async def _count(self, body: dict[str, Any]) -> int | None:
-        """The server's count for `body`, or None when it does not serve /tokenize."""
-        if self.model:
-            body = {"model": self.model, **body}
-        async with self._limit:
-            try:
-                response = await self._client.post(f"{self._root}/tokenize", json=body)
-            except httpx.HTTPError as error:
-                raise transport_error(self.base_url, self._timeout_s, error, streaming=False) from error
-        if response.status_code in NOT_SERVED:
-            if self.fallback is None:
-                log.warning("vLLM at %s answered /tokenize with HTTP %d; counting with the token bound",
-                            self._root, response.status_code)
-                self.fallback, self.exact, self.name = heuristic_counter(), False, "heuristic"
-            return None
-        if response.status_code >= 400:
-            raise error_from_body(response.status_code, response.content, self.base_url)
-        try:
-            count = response.json().get("count")
-        except (ValueError, AttributeError):
-            count = None
+    async def _ask(self, body: dict[str, Any]) -> int:
+        data = await self._post("/tokenize", {"model": self.model, **body} if self.model else body)
+        count = data.get("count")
         if not isinstance(count, int) or count < 0:
             raise MalformedResponse(f"/tokenize at {self._root} returned no count; is it vLLM?",
                                     base_url=self.base_url)
         return count
 
-    async def count_texts(self, texts: Sequence[str]) -> list[int]:
-        if self.fallback is not None:
-            return await self.fallback.count_texts(texts)
-        counts = [0 if not text else self.cache.get(text) for text in texts]
-        missing = [i for i, count in enumerate(counts) if count is None]
-        found = await asyncio.gather(*(self._count({"prompt": texts[i], "add_special_tokens": False})
-                                       for i in missing))
-        if self.fallback is not None:
-            return await self.fallback.count_texts(texts)
-        for i, count in zip(missing, found):
-            self.cache.put(texts[i], count)  # type: ignore[arg-type]
-            counts[i] = count
-        return counts  # type: ignore[return-value]
+    async def _count_text(self, text: str) -> int:
+        return await self._ask({"prompt": text, "add_special_tokens": False})
 
-    async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
-        if self.fallback is None:
-            body: dict[str, Any] = {"messages": [m.as_json() for m in messages], "add_generation_prompt": True}
-            if tools:
-                body["tools"] = list(tools)
-            count = await self._count(body)
-            if count is not None:
-                return count
-        assert self.fallback is not None
-        return await self.fallback.count_chat(messages, tools)
+    async def _count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]]) -> int:
+        body: dict[str, Any] = {"messages": [m.as_json() for m in messages], "add_generation_prompt": True}
+        if tools:
+            body["tools"] = list(tools)
+        return await self._ask(body)

@@ -55,11 +55,12 @@ class Backends:
         return api_keys.decide(variable, profile.base_url, profile.key_route,
                                bool(variable and self._environ.get(variable)))
 
-    def _key(self, profile: ProfileSettings) -> str | None:
+    def key_for(self, profile: ProfileSettings) -> str | None:
+        """The API key the profile's requests carry (None when none is sent: api_key decides)."""
         return self._environ.get(profile.api_key_env) if self.api_key(profile).send and profile.api_key_env else None
 
     def provider(self, name: str, profile: ProfileSettings) -> LLMProvider:
-        wanted = (profile.base_url, profile.timeout_s, self._key(profile))
+        wanted = (profile.base_url, profile.timeout_s, self.key_for(profile))
         current = self._providers.get(name)
         if current and current[0] == wanted:
             return current[1]
@@ -79,7 +80,7 @@ class Backends:
         or not (it started after they asked). A finished one is reused for PROBE_TTL_S unless
         `fresh`, and never when it timed out or failed."""
         provider = self.provider(name, profile)
-        key = (profile.base_url.rstrip("/"), self._key(profile))
+        key = (profile.base_url.rstrip("/"), self.key_for(profile))
         cached = self._probes.get(key)
         now = time.monotonic()
         if cached and (not cached[1].done() or (

@@ -37,7 +37,7 @@ from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
 from margin.services.errors import RequestError
 from margin.services.profile import Profile, resolve_profile, snapshot
-from margin.services.structured import ask_json, framing_tokens, sync_count
+from margin.services.structured import ask_json, ask_text, framing_tokens, sync_count
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,8 @@ class CompletionService:
         self.routes = app.completion_routes
         self.cache = SuggestionCache()
         self.short_counts = ShortCounts()
+        self.answer_format: formats.HoleFormat = "json"
+        """the chat route's answer format (benchmarks/eval_chat_holes.py measures both)"""
         self._running: dict[str, asyncio.Task[CompletionOutcome]] = {}
         self._newest: dict[str, object] = {}
         """by document: the newest request that asked the backend (an older one still waiting
@@ -301,6 +303,10 @@ class CompletionService:
                     profile: Profile) -> str:
         s = profile.settings
         model = s.model or ""
+        if route == "chat" and self.answer_format == "fenced":
+            system = formats.hole_system(profile.system, "fenced")
+            return formats.parse_fenced_answer(await ask_text(profile, formats.hole_messages(prompt, system),
+                                                              smaller="ask for less"))
         if route == "chat":
             answer = await ask_json(profile, formats.hole_messages(prompt, profile.system), formats.HoleAnswer,
                                     schema_name=formats.HOLE_SCHEMA_NAME, described_as="the completion schema",

@@ -4,6 +4,7 @@ where it came from, the tokenizer. Shared by `margin/status` and `margin doctor`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import asdict, dataclass
 
 from margin.core.budget import system_prompt_warning
@@ -16,7 +17,7 @@ from margin.services.backends import Backends
 from margin.services.completion_routes import RouteMemory
 from margin.services.errors import RequestError
 from margin.services.profile import resolve_profile, snapshot
-from margin.services.tokenizers import Tokenizers
+from margin.services.tokenizers import REMOTE, Tokenizers
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,11 @@ async def diagnose(
         choice = choose_tokenizer(profile.tokenizer, profile.model, info.kind if info else None)
         if wait_for_tokenizers and profile.enabled:
             await tokenizers.counter(choice, profile.base_url, profile.timeout_s)
+        if choice.kind in REMOTE and info is not None and info.reachable:
+            # Asked once (the count is cached): a server that does not count is reported as such.
+            counter = await tokenizers.counter(choice, profile.base_url, profile.timeout_s, backends.key_for(profile))
+            with contextlib.suppress(ProviderError):
+                await counter.count_texts(["margin"])
         tokenizer = tokenizers.state(choice)
         key = backends.api_key(profile)
         error = info.error if info else None

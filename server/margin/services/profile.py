@@ -74,6 +74,7 @@ async def resolve_profile(app: MarginApp, name: str, settings: ProfileSettings |
     info = await app.backends.probe(name, settings)
     window, _ = app.backends.context_window(settings, info)
     choice = choose_tokenizer(settings.tokenizer, settings.model, info.kind)
-    counter = await app.tokenizers.counter(choice, settings.base_url, settings.timeout_s)
+    counter = await app.tokenizers.counter(choice, settings.base_url, settings.timeout_s,
+                                           app.backends.key_for(settings))
     return Profile(name, settings, template, window, counter, app.backends.provider(name, settings),
                    app.backends.takes_tools(settings, info))

@@ -102,17 +102,12 @@ class AnswerFailed(RequestError):
     """The model's answer cannot be used; nothing was changed."""
 
 
-async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
-                   described_as: str, smaller: str, retry: str) -> M:
-    """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
-
-    `schema_name` names the schema in `response_format`; `described_as` names it to a person
-    ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
-    less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
-    request = profile.request(messages, {"type": "json_schema",
-                                         "json_schema": {"name": schema_name, "schema": answer_schema(answer)}})
+async def ask_text(profile: Profile, messages: Sequence[ChatMessage], *, smaller: str,
+                   response_format: dict | None = None) -> str:
+    """Ask `profile`'s model (in `response_format`, when given) and return its whole answer; an
+    answer cut off at maxOutputTokens is not used (`smaller` says how to ask for less)."""
     try:
-        reply = await profile.provider.complete(request)
+        reply = await profile.provider.complete(profile.request(messages, response_format))
     except ContextTooLarge as error:
         raise AnswerFailed(str(error)) from None
     except ProviderError as error:
@@ -122,8 +117,20 @@ async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: ty
         raise AnswerFailed(
             f"The model's answer was cut off at maxOutputTokens ({profile.max_output_tokens}), so it "
             f"cannot be used. Raise {profile.name}.maxOutputTokens, or {smaller}.")
+    return reply.content
+
+
+async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
+                   described_as: str, smaller: str, retry: str) -> M:
+    """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
+
+    `schema_name` names the schema in `response_format`; `described_as` names it to a person
+    ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
+    less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
+    content = await ask_text(profile, messages, smaller=smaller, response_format={
+        "type": "json_schema", "json_schema": {"name": schema_name, "schema": answer_schema(answer)}})
     try:
-        return parse_answer(answer, reply.content, described_as)
+        return parse_answer(answer, content, described_as)
     except ReplyRejected as error:
         log.warning("structured answer unusable profile=%s", profile.name)
         raise AnswerFailed(f"Nothing was changed: {error}. {retry}") from None

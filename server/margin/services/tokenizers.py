@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 REMOTE = ("llama.cpp", "vllm")
 """tokenizer kinds that ask the model server"""
 
-ServerCounterFactory = Callable[[TokenizerChoice, str, float], TokenCounter]
-"""(choice, base_url, timeout_s) → a counter asking the model server there (llama.cpp or vLLM)"""
+ServerCounterFactory = Callable[[TokenizerChoice, str, float, "str | None"], TokenCounter]
+"""(choice, base_url, timeout_s, api_key) → a counter asking the model server there (llama.cpp or
+vLLM), with the profile's key when it sends one"""
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Tokenizers:
         self._make_server_counter = make_server_counter
         self._loads: dict[str, asyncio.Future[LocalCounter | None]] = {}
         self._failures: dict[str, str] = {}
-        self._remote: dict[tuple[str, str], TokenCounter] = {}
+        self._remote: dict[tuple[str, str, str | None], TokenCounter] = {}
         self._heuristic = heuristic_counter(CountCache())
 
     def preload(self, choices: Iterable[TokenizerChoice]) -> None:
@@ -72,13 +73,14 @@ class Tokenizers:
         log.info("tokenizer %s ready ms=%.0f", choice.name, (time.perf_counter() - started) * 1000)
         return counter
 
-    async def counter(self, choice: TokenizerChoice, base_url: str, timeout_s: float) -> TokenCounter:
+    async def counter(self, choice: TokenizerChoice, base_url: str, timeout_s: float,
+                      api_key: str | None = None) -> TokenCounter:
         """The counter for `choice`: built (waiting for its build if need be), remote, or the
         heuristic when the choice cannot be had."""
         if choice.kind in REMOTE:
-            key = (choice.name, base_url)
+            key = (choice.name, base_url, api_key)
             if key not in self._remote:
-                self._remote[key] = self._make_server_counter(choice, base_url, timeout_s)
+                self._remote[key] = self._make_server_counter(choice, base_url, timeout_s, api_key)
             return self._remote[key]
         if choice.kind == "heuristic":
             return self._heuristic
@@ -90,9 +92,10 @@ class Tokenizers:
         if choice.kind == "heuristic":
             return TokenizerState("heuristic", False, "ready")
         if choice.kind in REMOTE:
-            asked = [c for (name, _), c in self._remote.items() if name == choice.name]
-            if any(not c.exact for c in asked):  # the server said it does not serve /tokenize
-                return TokenizerState("heuristic", False, f"unavailable: {choice.kind} /tokenize is not served")
+            asked = [c for (name, _, _), c in self._remote.items() if name == choice.name]
+            refused = next((getattr(c, "unavailable", None) for c in asked if getattr(c, "unavailable", None)), None)
+            if refused:  # the server said it does not count
+                return TokenizerState("heuristic", False, f"unavailable: {refused} (counting with the token bound)")
             return TokenizerState(choice.name, True, "remote")
         if choice.name in self._failures:
             return TokenizerState("heuristic", False, f"unavailable: {self._failures[choice.name]}")

@@ -75,7 +75,7 @@ async def test_a_vllm_model_is_counted_by_the_server_exactly():
     with FakeBackend(models=[{"id": "Qwen/Qwen2.5-Coder-7B-Instruct", "max_model_len": 32768}]) as fake:
         fake.tokenize = vllm_tokenize(encoding)
         tokenizers = Tokenizers(make_server_counter)
-        counter = await tokenizers.counter(choice, fake.base_url, 5)
+        counter = await tokenizers.counter(choice, fake.base_url, 5, "key-of-the-profile")
         text = "def variance(values):\n    m = mean(values)\n    return " + "aGVsbG8=" * 50
         assert await counter.count_texts([text, ""]) == [len(encoding.encode_ordinary(text)), 0]
         messages = [ChatMessage("system", "Be brief."), ChatMessage("user", text)]
@@ -86,7 +86,9 @@ async def test_a_vllm_model_is_counted_by_the_server_exactly():
         bodies = [body for path, body in fake.posts if path == "/tokenize"]
         assert bodies[0] == {"model": "Qwen/Qwen2.5-Coder-7B-Instruct", "prompt": text, "add_special_tokens": False}
         assert bodies[-1]["add_generation_prompt"] is True and len(bodies[-1]["messages"]) == 2
-        assert all("authorization" not in headers for method, path, headers in fake.seen if path == "/tokenize")
+        # The profile's key goes with them, as with every request it sends to that server.
+        assert {headers.get("authorization") for _, path, headers in fake.seen if path == "/tokenize"} == {
+            "Bearer key-of-the-profile"}
         await tokenizers.aclose()
 
 
@@ -109,6 +111,7 @@ async def test_a_vllm_without_tokenize_is_counted_with_the_bound_and_said_to_be(
         assert [r.levelno for r in caplog.records].count(logging.WARNING) == 1
         assert counter.exact is False and await counter.count_chat([ChatMessage("user", "hi")]) > 1
         state = tokenizers.state(choice)
-        assert (state.name, state.exact, state.state) == ("heuristic", False, "unavailable: vllm /tokenize is not served")
+        assert (state.name, state.exact) == ("heuristic", False) and state.state.startswith("unavailable: ")
+        assert "/tokenize answered HTTP 404" in state.state
         assert len([p for p, _ in fake.posts if p == "/tokenize"]) == 1  # asked once, then not again
         await tokenizers.aclose()

@@ -35,6 +35,7 @@ others, nor on route 3: pass `extra=()` to the budget where `sends_extra` is Fal
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -249,6 +250,37 @@ HOLE_SYSTEM = (
 )
 """The chat route's system text as the shipped template `completion_v1` renders it (the
 template is what is sent; this is for callers without one)."""
+
+
+HoleFormat = Literal["json", "fenced"]
+"""How the chat route's answer comes back: a JSON object held to a schema (`{"completion": ...}`),
+or the code alone in a fenced block. benchmarks/eval_chat_holes.py measures both on the same holes."""
+
+
+def fenced_answer_fragment() -> str:
+    return ("Answer with the code that goes in the hole in one fenced code block and nothing else: "
+            "nothing that is already before or after the hole, with the indentation it needs. When the "
+            "hole is in the middle of a line, complete only that line. When nothing belongs there, "
+            "answer with an empty block.")
+
+
+def hole_system(system: str, answer_format: HoleFormat) -> str:
+    """The system text for `answer_format`: the template's, with the answer's description swapped
+    for the fenced one when that is the format."""
+    return system if answer_format == "json" else system.replace(hole_answer_fragment(), fenced_answer_fragment())
+
+
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
+
+
+def parse_fenced_answer(content: str) -> str:
+    """The code of the first fenced block in `content` (to its end when the fence is not closed),
+    else `content` without its blank first and last lines."""
+    found = _FENCED.search(content)
+    if found:
+        code = found.group(1)
+        return code[:-1] if code.endswith("\n") else code
+    return content.strip("\n")
 
 
 def hole_response_format() -> dict:
