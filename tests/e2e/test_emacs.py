@@ -49,7 +49,7 @@ def run_emacs(emacs: str, script: str, tmp_path: Path, timeout: float = 300, **e
                       **env),
         capture_output=True, text=True, timeout=timeout)
     results = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-3000:])
+    assert run.returncode == 0 and "error" not in results, (results, run.stderr[-3000:])
     return results
 
 
@@ -113,11 +113,13 @@ TOTAL_EDITED = ("# 😀 sums, 合計\n"
                 "print(total(3))\n")
 
 
-def code_action(emacs, tmp_path, fake) -> tuple[Path, dict]:
+def code_action(emacs, tmp_path, fake, kind: str = "") -> tuple[Path, dict]:
     source = project(tmp_path, "total.py", TOTAL)
     results = run_emacs(emacs, "code_action.el", tmp_path, MARGIN_EMACS_FILE=str(source), MARGIN_EMACS_LINES="3,4",
                         MARGIN_EMACS_TITLE="Margin: make it iterative", MARGIN_DEFAULTS_BASE_URL=fake.base_url,
-                        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base")
+                        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base", MARGIN_EMACS_KIND=kind)
+    # eglot's rewrite command lists only actions whose kind equals `refactor.rewrite`.
+    assert "Margin: make it iterative" in results["rewrite_listed"] and "Margin: Simplify" in results["rewrite_listed"]
     assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
     assert results["command"] == "margin.editSelection"  # eglot 1.9 runs the command: it cannot resolve
     assert results["request_timeout"] == 10  # eglot's default time limit, as the README leaves it
@@ -133,9 +135,12 @@ def code_action(emacs, tmp_path, fake) -> tuple[Path, dict]:
     return source, results
 
 
-def test_a_code_action_chosen_in_emacs_runs_the_command_and_its_edit_is_saved(emacs, tmp_path, fake):
+@pytest.mark.parametrize("kind", ["", "refactor.rewrite"])
+def test_a_code_action_chosen_in_emacs_runs_the_command_and_its_edit_is_saved(emacs, tmp_path, fake, kind):
+    """From eglot's menu of all actions, and of one kind (`C-u M-x eglot-code-actions`), which
+    lists only actions whose kind equals it (eglot 1.9 compares kinds with `equal`)."""
     fake.script(reply(json.dumps({"replacement": ITERATIVE})))
-    _, results = code_action(emacs, tmp_path, fake)
+    _, results = code_action(emacs, tmp_path, fake, kind)
     # The model was quick: the command answered once the edit was in the buffer.
     assert results["command_result"] == {"applied": True}
     assert results["changed_when_answered"] is True

@@ -17,6 +17,7 @@ from margin.lsp.handlers.code_actions import COMMAND_ANSWER_S
 from tests.conftest import until
 from tests.e2e.lsp_client import cancellable, change_doc, margin_client, open_doc, request, status
 from tests.e2e.test_lsp_editops import apply_text_edits
+from tests.fakes import fake_openai
 from tests.fakes.fake_openai import reply
 
 WS = "file:///ws"
@@ -71,7 +72,7 @@ def answer(replacement: str):
 async def test_the_menu_offers_margin_actions_and_asks_no_model(fake, tmp_path):
     async with start(fake, tmp_path) as client:
         provider = client.init_result.capabilities.code_action_provider
-        assert provider.resolve_provider and "refactor.rewrite.margin" in provider.code_action_kinds
+        assert provider.resolve_provider and "refactor.rewrite" in provider.code_action_kinds
         assert "margin.editSelection" in client.init_result.capabilities.execute_command_provider.commands
         open_doc(client, A, TEXT, version=3)
         offered = await actions(client)
@@ -84,14 +85,14 @@ async def test_the_menu_offers_margin_actions_and_asks_no_model(fake, tmp_path):
                                   diagnostics=[problem])
     assert [a["title"] for a in offered] == ["Margin: make it iterative", "Margin: Add docstring",
                                              "Margin: Explain with comments", "Margin: Simplify"]
-    assert offered[0]["isPreferred"] and offered[0]["kind"] == "refactor.rewrite.margin"
+    assert offered[0]["isPreferred"] and offered[0]["kind"] == "refactor.rewrite"
     assert all("edit" not in a and "command" not in a for a in offered)  # resolved when chosen
     fingerprint = VirtualFile(A, "python", 3, TEXT).fingerprint
     assert offered[0]["data"] == {"uri": A, "range": FUNCTION, "kind": "comment", "fingerprint": fingerprint,
                                   "instruction": ""}
     assert cursor == []
     assert [a["title"] for a in with_problem][:2] == ["Margin: make it iterative", "Fix with Margin"]
-    assert [(a["title"], a["kind"]) for a in fixes_only] == [("Fix with Margin", "quickfix.margin")]
+    assert [(a["title"], a["kind"]) for a in fixes_only] == [("Fix with Margin", "quickfix")]
     assert fixes_only[0]["diagnostics"][0]["message"] == "recursion"
     assert [a["title"] for a in at_cursor] == ["Fix with Margin"]
     assert at_cursor[0]["data"]["range"] == {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 0}}
@@ -149,8 +150,10 @@ async def test_resolve_failures_are_errors_a_person_can_act_on(fake, tmp_path):
 
 
 async def test_a_tokenizer_that_fails_is_an_error_a_person_can_act_on(fake, tmp_path):
-    """The llama.cpp tokenizer on a backend with no /tokenize (the fuzzing found this as an
-    InternalError): the resolve fails naming the tokenizer, and no model is asked."""
+    """The llama.cpp tokenizer failing (HTTP 500 from /tokenize; the fuzzing found this as an
+    InternalError): the resolve fails naming the tokenizer, and no model is asked. (A server that
+    has no /tokenize at all is counted with the token bound: test_lsp_completion.py.)"""
+    fake.routes["/tokenize"] = [fake_openai.status(500, {"error": {"message": "tokenizer crashed"}})] * 4
     async with start(fake, tmp_path, MARGIN_EDIT_TOKENIZER="llama.cpp") as client:
         open_doc(client, A, TEXT, version=1)
         (comment, *_) = await actions(client)

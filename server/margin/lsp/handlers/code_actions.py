@@ -26,8 +26,12 @@ COMMAND_ANSWER_S = 5.0
 """How long `margin.editSelection` waits for the model before answering `pending` and applying
 the edit when the model is done: editors wait for a command's answer with a time limit of their
 own (eglot 10 s, blocking Emacs meanwhile), and a slow model must not run into it."""
-REWRITE_KIND = "refactor.rewrite.margin"
-FIX_KIND = "quickfix.margin"
+REWRITE_KIND = "refactor.rewrite"
+FIX_KIND = "quickfix"
+"""The base kinds, not sub-kinds of them (`refactor.rewrite.margin` was): eglot's rewrite and
+quickfix commands list only actions whose kind equals theirs (eglot 1.9 compares with `equal`);
+VS Code's refactor and quick-fix menus and Neovim's `context.only` match by prefix, so the base
+kinds are listed everywhere."""
 
 
 def code_action(ls: MarginLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
