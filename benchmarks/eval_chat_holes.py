@@ -15,7 +15,7 @@ chosen with a fixed seed; two in three are cut in the middle of the line (the re
 the hole), one in three at the line's first character after its indentation (the whole line).
 
     .venv/bin/python benchmarks/eval_chat_holes.py                   # 50 holes, both formats
-    .venv/bin/python benchmarks/eval_chat_holes.py --holes 6         # the sample CI runs
+    .venv/bin/python benchmarks/eval_chat_holes.py --holes 4 --source DIR   # CI: holes from DIR's Python
 
 Exits 1 when any suggestion is a schema word (the target: none), 2 without the bundle.
 """
@@ -67,7 +67,7 @@ class Hole:
 
 def holes_from(root: Path, count: int, seed: int) -> list[Hole]:
     rng = random.Random(seed)
-    files = sorted(p for p in (root / "httpx").rglob("*.py") if p.stat().st_size < 60_000)
+    files = sorted(p for p in root.rglob("*.py") if p.stat().st_size < 60_000)
     candidates = []
     for path in files:
         text = path.read_text(encoding="utf-8")
@@ -81,7 +81,7 @@ def holes_from(root: Path, count: int, seed: int) -> list[Hole]:
         column = indent if len(chosen) % 3 == 2 else rng.randint(indent + 4, len(line) - 3)
         lines = text.split("\n")
         lines[number] = line[:column]
-        chosen.append(Hole(str(path.relative_to(root)), "\n".join(lines), number, column, line[column:]))
+        chosen.append(Hole(str(path.relative_to(root.parent)), "\n".join(lines), number, column, line[column:]))
     # In file order: a hole's prompt then shares its start with the one before (llama.cpp reuses it).
     return sorted(chosen, key=lambda h: (h.path, h.line))
 
@@ -131,7 +131,8 @@ async def run_format(base_url: str, holes: list[Hole], answer_format: str, tmp: 
             text = outcome.suggestion.text if outcome.suggestion else None
             results.append({"hole": i, "path": hole.path, "line": hole.line + 1, "route": outcome.route,
                             "kind": sort_answer(hole, text), "exact": bool(text) and text.strip() == hole.expected.strip(),
-                            "seconds": round(seconds, 2), "suggestion": text, "expected": hole.expected})
+                            "seconds": round(seconds, 2), "suggestion": text, "expected": hole.expected,
+                            "reason": outcome.reason})
     finally:
         await app.aclose()
     return results
@@ -139,7 +140,7 @@ async def run_format(base_url: str, holes: list[Hole], answer_format: str, tmp: 
 
 def report(results: dict[str, list[dict]]) -> None:
     n = len(next(iter(results.values())))
-    print(f"\n{n} holes from httpx, Gemma 3 270M on llama.cpp, the chat route\n")
+    print(f"\n{n} holes, Gemma 3 270M on llama.cpp, the chat route\n")
     print("| answer format | " + " | ".join(KINDS) + " | exact | median s |")
     print("| --- |" + " ---: |" * (len(KINDS) + 2))
     for name, rows in results.items():
@@ -159,16 +160,19 @@ def main() -> int:
     parser.add_argument("--holes", type=int, default=50)
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--source", type=Path, help="cut the holes from this folder's Python instead of httpx's")
     parser.add_argument("--results", type=Path, help="write every answer here (JSON)")
     args = parser.parse_args()
-    if not args.bundle.exists():
+    if args.source is None and not args.bundle.exists():
         print(f"no {args.bundle}: pass --bundle, the real code the holes are cut from", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        subprocess.run(["git", "clone", "-q", str(args.bundle), str(tmp / "httpx")], check=True, capture_output=True)
+        if args.source is None:
+            subprocess.run(["git", "clone", "-q", str(args.bundle), str(tmp / "httpx")], check=True, capture_output=True)
         (tmp / "none.json").write_text("{}")
-        holes = holes_from(tmp / "httpx", args.holes, args.seed)
+        source = args.source or tmp / "httpx" / "httpx"
+        holes = holes_from(source, args.holes, args.seed)
         results = {}
         with running_llama_server(tmp / "llama.log") as server:
             for answer_format in args.formats.split(","):

@@ -7,12 +7,13 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from margin.adapters.openai_http import OpenAICompatibleProvider
 from margin.core.llm import ChatMessage, ChatRequest, ContextTooLarge
-from tests.conftest import LLAMA_CONTEXT, clean_env
+from tests.conftest import LLAMA_CONTEXT, REPO, clean_env
 from tests.e2e.lsp_client import margin_client, status
 
 pytestmark = pytest.mark.llama
@@ -446,3 +447,16 @@ def test_the_chat_route_never_answers_with_a_schema_word(llama_server, tmp_path_
         answers.append(run.stdout.strip())
     print(answers)
     assert [a for a in answers if a.strip("`\"' ") in SCHEMA_WORDS] == []
+
+
+@pytest.mark.timeout(1800)
+def test_the_chat_hole_evaluation_runs_on_a_sample():
+    """benchmarks/eval_chat_holes.py on 4 holes (the README's figures come from its full run):
+    both answer formats are sent through Margin's chat route, and no answer is a schema word."""
+    source = Path(json.__file__).parent  # the standard library's json package: code every machine has
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_chat_holes.py"), "--holes", "4",
+                          "--source", str(source)],
+                         cwd=REPO, capture_output=True, text=True, timeout=1700,
+                         env=clean_env(MARGIN_LOG_LEVEL="WARNING"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "| json |" in run.stdout and "| fenced |" in run.stdout and "routes ['chat']" in run.stdout

@@ -306,7 +306,7 @@ class CompletionService:
         if route == "chat" and self.answer_format == "fenced":
             system = formats.hole_system(profile.system, "fenced")
             return formats.parse_fenced_answer(await ask_text(profile, formats.hole_messages(prompt, system),
-                                                              smaller="ask for less"))
+                                                              smaller="ask for less", cut_is_usable=True))
         if route == "chat":
             answer = await ask_json(profile, formats.hole_messages(prompt, profile.system), formats.HoleAnswer,
                                     schema_name=formats.HOLE_SCHEMA_NAME, described_as="the completion schema",

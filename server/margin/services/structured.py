@@ -103,9 +103,10 @@ class AnswerFailed(RequestError):
 
 
 async def ask_text(profile: Profile, messages: Sequence[ChatMessage], *, smaller: str,
-                   response_format: dict | None = None) -> str:
+                   response_format: dict | None = None, cut_is_usable: bool = False) -> str:
     """Ask `profile`'s model (in `response_format`, when given) and return its whole answer; an
-    answer cut off at maxOutputTokens is not used (`smaller` says how to ask for less)."""
+    answer cut off at maxOutputTokens is not used (`smaller` says how to ask for less) unless
+    `cut_is_usable` (code whose start is what matters, as in a completion)."""
     try:
         reply = await profile.provider.complete(profile.request(messages, response_format))
     except ContextTooLarge as error:
@@ -113,7 +114,7 @@ async def ask_text(profile: Profile, messages: Sequence[ChatMessage], *, smaller
     except ProviderError as error:
         log.warning("structured call failed profile=%s error=%s", profile.name, error.kind)
         raise AnswerFailed(f"{error} Nothing was changed.") from None
-    if reply.finish_reason == "length":
+    if reply.finish_reason == "length" and not cut_is_usable:
         raise AnswerFailed(
             f"The model's answer was cut off at maxOutputTokens ({profile.max_output_tokens}), so it "
             f"cannot be used. Raise {profile.name}.maxOutputTokens, or {smaller}.")

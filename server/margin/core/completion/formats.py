@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict
 
 from margin.core.answer_schema import answer_schema
 from margin.core.completion.prompt import CompletionPrompt, Snippet
-from margin.core.editops import json_answer_fragment, parse_answer
+from margin.core.editops import parse_answer
 from margin.core.file_block import fence, file_header
 from margin.core.llm import ChatMessage
 
@@ -234,11 +234,15 @@ HOLE_MARKER = "{{FILL_HERE}}"
 
 
 def hole_answer_fragment() -> str:
-    return json_answer_fragment(
-        answer_schema(HoleAnswer),
-        "`completion` is the code that goes in the hole, exactly as it is to be inserted: nothing "
-        "that is already before or after the hole, with the indentation it needs. When the hole is "
-        "in the middle of a line, complete only that line. When nothing belongs there, it is empty."
+    """The answer described in words, not as a JSON schema: a small model copies any word it is
+    shown (`HoleAnswer` from a schema's title; without titles, `string` from its type). The schema
+    itself goes only in `response_format`, which constrains the answer without being read."""
+    return (
+        "Answer with one JSON object and nothing else (no Markdown fences). Its one key is "
+        '"completion", and its value is a JSON string: the text that goes in the hole, exactly as '
+        "it is to be inserted, nothing that is already before or after the hole, with the "
+        "indentation it needs. When the hole is in the middle of a line, complete only that line. "
+        "When nothing belongs there, the string is empty."
     )
 
 
