@@ -60,7 +60,6 @@ import argparse
 import asyncio
 import contextlib
 import inspect
-import json
 import socket
 import statistics
 import subprocess
@@ -113,7 +112,7 @@ def big_file() -> str:
 
 
 def hole(text: str) -> str:
-    return json.dumps({"completion": text})
+    return f"```python\n{text}\n```"
 
 
 def fake_backend(answering: list[float] | None = None) -> FakeBackend:

@@ -174,7 +174,7 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
         c = A.replace("a.py", "c.py")
         client.notify("textDocument/didOpen", {"textDocument": {"uri": c, "languageId": "python", "version": 1,
                                                                 "text": "values = [1]\nbiggest = max()\n"}})
-        fake.script(reply(json.dumps({"completion": "values)"})))
+        fake.script(reply("```python\nvalues)\n```"))
         inline = {"textDocument": {"uri": c}, "position": {"line": 1, "character": 14}, "context": {"triggerKind": 1}}
         await r.call("inline completion", "textDocument/inlineCompletion", inline)
         await r.call("inline completion, from the cache", "textDocument/inlineCompletion", inline)

@@ -265,7 +265,7 @@ def test_show_requests_prints_the_exact_request_on_stderr(fake, tmp_path):
 
 def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
     (tmp_path / "calc.py").write_text("def add(a, b):  # 😀 sums\n    return \n")
-    fake.script(reply(json.dumps({"completion": "a + b"})))  # llama.cpp without FIM: the chat route
+    fake.script(reply("```python\na + b\n```"))  # llama.cpp without FIM: the chat route
     env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base"}
     result = margin("complete", "calc.py", "2:12", env=env, cwd=tmp_path)

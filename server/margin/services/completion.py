@@ -153,7 +153,7 @@ class CompletionService:
         self.routes = app.completion_routes
         self.cache = SuggestionCache()
         self.short_counts = ShortCounts()
-        self.answer_format: formats.HoleFormat = "json"
+        self.answer_format: formats.HoleFormat = "fenced"
         """the chat route's answer format (benchmarks/eval_chat_holes.py measures both)"""
         self._running: dict[str, asyncio.Task[CompletionOutcome]] = {}
         self._newest: dict[str, object] = {}
@@ -304,11 +304,11 @@ class CompletionService:
         s = profile.settings
         model = s.model or ""
         if route == "chat" and self.answer_format == "fenced":
-            system = formats.hole_system(profile.system, "fenced")
-            return formats.parse_fenced_answer(await ask_text(profile, formats.hole_messages(prompt, system),
+            return formats.parse_fenced_answer(await ask_text(profile, formats.hole_messages(prompt, profile.system),
                                                               smaller="ask for less", cut_is_usable=True))
         if route == "chat":
-            answer = await ask_json(profile, formats.hole_messages(prompt, profile.system), formats.HoleAnswer,
+            system = formats.hole_system(profile.system, "json")
+            answer = await ask_json(profile, formats.hole_messages(prompt, system), formats.HoleAnswer,
                                     schema_name=formats.HOLE_SCHEMA_NAME, described_as="the completion schema",
                                     smaller="ask for less", retry="")
             return answer.completion

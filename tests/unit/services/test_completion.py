@@ -22,7 +22,7 @@ VLLM_QWEN = BackendInfo("http://gpu/v1", True, kind="vllm", context_window=8192,
 
 
 def hole(text: str):
-    return answer(json.dumps({"completion": text}))
+    return answer(f"```python\n{text}\n```")
 
 
 async def make(tmp_path, provider, **env):
@@ -39,7 +39,8 @@ async def test_llama_cpp_without_fim_tokens_is_asked_through_the_chat_route_and_
         outcome = await service.complete(CompletionRequest(A, CURSOR))
         assert outcome.route == "chat" and outcome.suggestion.text == "a + b" and not outcome.cached
         (request,) = provider.requests
-        assert request.response_format["json_schema"]["name"] == "hole_answer"
+        assert request.response_format is None  # the code comes back in a fenced block
+        assert "in one fenced code block" in request.messages[0].content
         assert "def add(a, b):" in request.messages[-1].content
         assert request.max_tokens == 128 == outcome.budget.reserved_output  # the completion profile
 
