@@ -425,8 +425,15 @@ def raw_completion(draw) -> str:
 
 @st.composite
 def hole_answer(draw) -> tuple[str, str]:
-    """The chat route's `{"completion": ...}` answer."""
+    """The chat route's answer: the code in a fenced block, as asked, or not quite (no fence, an
+    unclosed one, prose around it, or the JSON of the other format)."""
     completion = draw(raw_completion())
+    if draw(st.integers(0, 3)):
+        fence = draw(st.sampled_from(["```python\n", "```\n", "```py\n"]))
+        close = draw(st.sampled_from(["\n```", "\n```\nThat is all.", "", "```"]))
+        before = draw(st.sampled_from(["", "Here:\n", "Sure.\n\n"]))
+        text = before + fence + completion + close if draw(st.integers(0, 5)) else completion
+        return draw(mutated(text, keep=True))
     shape = 12 - draw(st.integers(0, 12))  # 0-2: the wrong shapes
     reply: Any = {"completion": completion}
     if shape == 0:

@@ -106,7 +106,7 @@ def test_an_inline_completion_shown_by_neovim_is_accepted_and_written(tmp_path, 
     (tmp_path / ".git").mkdir()
     source = tmp_path / "add.py"
     source.write_bytes(b"def add(a, b):\n    return \n")
-    fake.script(reply(json.dumps({"completion": "a + b"})))
+    fake.script(reply("```python\na + b\n```"))
     results = run_nvim(INLINE_COMPLETION, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_LINE="2",
                        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
                        MARGIN_DATABASE=str(tmp_path / "t.db"))
@@ -132,7 +132,7 @@ def test_an_inline_completion_shown_by_neovim_is_accepted_and_written(tmp_path, 
     assert results["server_version"] == results["changedtick"]
     assert results["stopped"] is True
     (sent,) = fake.requests  # one chat request: the hole at Neovim's cursor, filled by the model
-    assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert "response_format" not in sent and "fenced code block" in sent["messages"][0]["content"]
     assert sent["messages"][1]["content"] == (
         "File add.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n```\n\n"
         "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"
@@ -154,7 +154,7 @@ def test_the_completion_menu_item_is_accepted_in_neovim_and_written(tmp_path, fa
     (tmp_path / ".git").mkdir()
     source = tmp_path / "calc.py"
     source.write_bytes(b"values = [3, 1]\nbiggest = m)\n")
-    fake.script(reply(json.dumps({"completion": "ax(values)"})))
+    fake.script(reply("```python\nax(values)\n```"))
     results = run_nvim(COMPLETION_MENU, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_CURSOR="2,11",
                        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
                        MARGIN_DATABASE=str(tmp_path / "t.db"))
@@ -183,7 +183,7 @@ def test_the_completion_menu_item_is_accepted_in_neovim_and_written(tmp_path, fa
     assert results["server_version"] == results["changedtick"]
     assert results["stopped"] is True
     (sent,) = fake.requests  # one chat request: the hole at the cursor
-    assert sent["response_format"]["json_schema"]["name"] == "hole_answer"
+    assert "response_format" not in sent and "fenced code block" in sent["messages"][0]["content"]
     assert [path for path, _ in fake.posts] == ["/infill"]  # llama.cpp without FIM tokens, asked once
     server_log = (tmp_path / "margin.log").read_text()
     assert "completion done" in server_log and "route=chat" in server_log
