@@ -458,4 +458,5 @@ def test_the_chat_hole_evaluation_runs_on_a_sample():
                          cwd=REPO, capture_output=True, text=True, timeout=1700,
                          env=clean_env(MARGIN_LOG_LEVEL="WARNING"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "| json |" in run.stdout and "| fenced |" in run.stdout and "routes ['chat']" in run.stdout
+    assert "| json |" in run.stdout and "| fenced |" in run.stdout
+    assert "fenced: routes ['chat']; schema words 0  target none: met" in run.stdout, run.stdout[-2000:]
