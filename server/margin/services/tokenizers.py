@@ -93,7 +93,7 @@ class Tokenizers:
             return TokenizerState("heuristic", False, "ready")
         if choice.kind in REMOTE:
             asked = [c for (name, _, _), c in self._remote.items() if name == choice.name]
-            refused = next((getattr(c, "unavailable", None) for c in asked if getattr(c, "unavailable", None)), None)
+            refused = next(filter(None, (getattr(c, "unavailable", None) for c in asked)), None)
             if refused:  # the server said it does not count
                 return TokenizerState("heuristic", False, f"unavailable: {refused} (counting with the token bound)")
             return TokenizerState(choice.name, True, "remote")
