@@ -301,11 +301,11 @@ async def test_llama_cpp_infill_when_the_model_has_fim_tokens(fake, tmp_path):
     assert got[0]["insertText"] == "a + b"
     probe, (path, body) = fake.posts
     assert probe == ("/infill", {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1,
-                                 "cache_prompt": False})
+                                 "cache_prompt": False, "stream": True})
     assert path == "/infill" and body == {
         "input_prefix": "def add(a, b):\n", "input_suffix": "\n", "input_extra": [], "prompt": "    return ",
         "n_predict": 128, "n_indent": 4, "t_max_predict_ms": 1000, "temperature": 0.2, "top_k": 40, "top_p": 0.9,
-        "samplers": ["top_k", "top_p", "infill", "temperature"], "cache_prompt": True, "stream": False}
+        "samplers": ["top_k", "top_p", "infill", "temperature"], "cache_prompt": True, "stream": True}
     assert fake.requests == []
 
 
@@ -320,7 +320,7 @@ async def test_mistral_fim_for_codestral(tmp_path):
     assert got[0]["insertText"] == "a + b"
     assert backend.posts == [("/v1/fim/completions", {
         "model": "codestral-latest", "prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 128,
-        "temperature": 0.2})]
+        "temperature": 0.2, "stream": True})]
 
 
 async def test_completions_with_suffix_for_an_ollama_style_server(tmp_path):
@@ -330,7 +330,7 @@ async def test_completions_with_suffix_for_an_ollama_style_server(tmp_path):
     assert got[0]["insertText"] == "a + b"
     assert backend.posts == [("/v1/completions", {
         "model": "qwen2.5-coder:1.5b", "prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 128,
-        "temperature": 0.2, "stream": False})]
+        "temperature": 0.2, "stream": True})]
 
 
 async def test_raw_fim_on_vllm_which_rejects_suffix(tmp_path):
@@ -342,7 +342,7 @@ async def test_raw_fim_on_vllm_which_rejects_suffix(tmp_path):
     assert path == "/v1/completions" and body == {
         "model": "Qwen/Qwen2.5-Coder-1.5B",
         "prompt": "<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n<|fim_middle|>",
-        "max_tokens": 128, "temperature": 0.2, "stream": False,
+        "max_tokens": 128, "temperature": 0.2, "stream": True,
         "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
                  "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"]}
 
@@ -354,7 +354,7 @@ async def test_the_chat_route_fills_a_marked_hole(fake, tmp_path):
     (body,) = fake.requests
     assert "response_format" not in body  # the code comes back in a fenced block
     assert "in one fenced code block" in body["messages"][0]["content"]
-    assert body["max_tokens"] == 128 and body["temperature"] == 0.2 and body["stream"] is False
+    assert body["max_tokens"] == 128 and body["temperature"] == 0.2 and body["stream"] is True
     assert body["messages"][1]["content"] == (
         "File calc.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n```\n\n"
         "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"

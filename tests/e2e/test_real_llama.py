@@ -371,7 +371,7 @@ async def test_completion_on_gemma_falls_back_to_the_chat_route_within_the_windo
         body, answer = exchange.body, exchange.answer
         assert exchange.status == 200, answer
         assert "response_format" not in body  # the code comes back in a fenced block
-        assert body["stream"] is False and body["temperature"] == 0
+        assert body["stream"] is True and body["temperature"] == 0  # closing it stops the generation
         assert answer["usage"]["prompt_tokens"] + body["max_tokens"] <= LLAMA_CONTEXT
         assert answer["choices"][0]["finish_reason"] in ("stop", "length")
     print()

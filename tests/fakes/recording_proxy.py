@@ -3,7 +3,9 @@ JSON body sent, the JSON answer and how long the server took. Used to read llama
 `timings.prompt_n` (prompt tokens it evaluated anew) for each completion Margin sends, and to
 replay a recorded request directly against the server for comparison.
 
-It forwards whole requests and answers (no streaming): completion requests are not streamed.
+It forwards whole requests and answers: a streamed answer reaches the client at once, when the
+server has finished it, and is recorded joined into the shape the same request gets unstreamed
+(`joined_stream`), so `answer` reads alike either way.
 """
 
 from __future__ import annotations
@@ -33,6 +35,29 @@ class Exchange:
         return timings.get("prompt_n") if isinstance(timings, dict) else None
 
 
+def joined_stream(text: str) -> dict[str, Any]:
+    """An SSE answer as one: its text joined (chat `delta.content`, completions `text`, llama.cpp's
+    own `content`), in the unstreamed shape of its kind, with the last `usage` and `timings`."""
+    events = [json.loads(line[5:]) for line in text.splitlines()
+              if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+    pieces: list[str] = []
+    answer: dict[str, Any] = {}
+    finish, chat = None, False
+    for event in events:
+        answer.update({key: event[key] for key in ("usage", "timings", "model") if event.get(key)})
+        if "choices" not in event:
+            pieces.append(event.get("content") or "")
+            continue
+        for choice in event["choices"][:1]:
+            chat = chat or "delta" in choice
+            pieces.append((choice.get("delta") or {}).get("content") or choice.get("text") or "")
+            finish = choice.get("finish_reason") or finish
+    if events and all("choices" not in e for e in events):
+        return {**events[-1], "content": "".join(pieces)}
+    key = {"message": {"role": "assistant", "content": "".join(pieces)}} if chat else {"text": "".join(pieces)}
+    return {**answer, "choices": [{"index": 0, "finish_reason": finish, **key}]}
+
+
 class RecordingProxy:
     def __init__(self, target_root: str) -> None:
         """`target_root`: the server's root URL, e.g. http://127.0.0.1:8080 (no /v1)."""
@@ -57,7 +82,9 @@ class RecordingProxy:
                 seconds = time.perf_counter() - started
                 if method == "POST":
                     try:
-                        answer: Any = response.json()
+                        answer: Any = (joined_stream(response.text)
+                                       if response.headers.get("content-type", "").startswith("text/event-stream")
+                                       else response.json())
                     except ValueError:
                         answer = None
                     with proxy._lock:

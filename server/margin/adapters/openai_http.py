@@ -1,9 +1,14 @@
 """An OpenAI-compatible `/chat/completions` backend over httpx: streaming (SSE) and not, a
 per-profile timeout, an optional API key, context-window probing, and typed errors.
 
-Timeouts: a non-streamed request must be answered within `timeout_s` in total. A streamed one
-must start within `timeout_s` and never stall for longer than `timeout_s` between chunks; a
-long reply that keeps arriving is not cut off.
+Every request that makes the model generate is sent as a stream, whole answers too (`complete`,
+`post_json`): a caller that stops waiting closes the connection, and llama.cpp stops generating
+for a stream whose client went away, while it runs a non-streamed request to its end.
+
+Timeouts: a whole answer (`complete`, `post_json`) must be in within `timeout_s` in total; the
+timeout closes the request. A stream read as it arrives (`stream`) must start within `timeout_s`
+and never stall for longer than `timeout_s` between chunks; a long reply that keeps arriving is
+not cut off.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ from margin.core.llm import (
     ProviderError,
     ToolCall,
     ToolCallDelta,
+    ToolCalls,
     Usage,
+    joined,
 )
 from margin.adapters.http_errors import error_from_body, transport_error
+from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
 from margin.core.models import is_reasoning_model
 
 log = logging.getLogger(__name__)
@@ -46,30 +54,6 @@ def server_root(base_url: str) -> str:
     parts = urlsplit(base_url.rstrip("/"))
     path = parts.path[:-3] if parts.path.endswith("/v1") else parts.path
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def _usage(raw: Any) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
-    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    return Usage(
-        prompt if isinstance(prompt, int) else None,
-        completion if isinstance(completion, int) else None,
-    )
-
-
-def _arguments(raw: Any) -> str:
-    """A call's arguments as JSON text (some servers send an object instead of its text)."""
-    return raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
-
-
-def _call_piece(position: int, piece: Any) -> ToolCallDelta:
-    """One streamed piece of a tool call (`index` missing: its place in the list)."""
-    function = piece.get("function") or {}
-    index = piece.get("index", position)
-    arguments = function.get("arguments")
-    return ToolCallDelta(index if isinstance(index, int) else position, piece.get("id") or None,
-                         function.get("name") or None, "" if arguments is None else _arguments(arguments))
 
 
 RequestObserver = Callable[[str, dict[str, Any]], None]
@@ -145,21 +129,26 @@ class OpenAICompatibleProvider:
         )
 
     async def complete(self, request: ChatRequest) -> ChatReply:
+        """The whole reply, asked for as a stream and joined: a caller that stops waiting (a
+        newer keystroke, a timeout, a cancelled request) closes the connection, and llama.cpp
+        and vLLM stop generating for a stream whose client went away (a non-streamed request
+        runs to its end). It must be whole within `timeout_s`."""
         started = time.perf_counter()
+        pieces: list[str] = []
+        calls = ToolCalls()
+        finish_reason, usage = None, Usage()
         try:
             async with asyncio.timeout(self.timeout_s):
-                url, payload = self._sending(self._payload(request, stream=False))
-                response = await self._client.post(url, json=payload)
+                async for delta in self.stream(request):
+                    pieces.append(delta.text)
+                    calls.add(delta.tool_calls)
+                    finish_reason = delta.finish_reason or finish_reason
+                    usage = delta.usage or usage
         except TimeoutError:
             raise self._transport_error(httpx.ReadTimeout("deadline"), streaming=False) from None
-        except httpx.HTTPError as error:
-            raise self._transport_error(error, streaming=False) from error
-        if response.status_code >= 400:
-            raise error_from_body(response.status_code, response.content, self.base_url)
-        reply = self._reply_from_json(response.content)
+        reply = ChatReply(joined(pieces), finish_reason, usage, request.model, calls.calls())
         log.info(
-            "chat completion done status=%d chars_out=%d prompt_tokens=%s ms=%.0f",
-            response.status_code,
+            "chat completion done chars_out=%d prompt_tokens=%s ms=%.0f",
             len(reply.content),
             reply.usage.prompt_tokens,
             (time.perf_counter() - started) * 1000,
@@ -168,28 +157,56 @@ class OpenAICompatibleProvider:
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """`body` POSTed to `path` under the base URL, or under the server's root for `//path`
-        (llama.cpp's `/infill`); the JSON answer. A 404 here means the endpoint is missing."""
+        (llama.cpp's `/infill`); the JSON answer. Sent as a stream and joined into the answer a
+        non-streamed request gets (`sse_answer`), so that closing it stops the generation (see
+        `complete`); a server that answers in one piece is read as such. A 404 here means the
+        endpoint is missing."""
         url = f"{server_root(self.base_url)}{path[1:]}" if path.startswith("//") else f"{self.base_url}{path}"
+        body = {**body, "stream": True}
         if self._on_request is not None:
             self._on_request(url, body)
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(url, json=body)
+                async with self._client.stream("POST", url, json=body) as response:
+                    if response.status_code == 404:
+                        raise NotSupported(f"The backend at {self.base_url} has no {path.lstrip('/')} endpoint "
+                                           "(HTTP 404).", status=404, base_url=self.base_url)
+                    if response.status_code >= 400:
+                        raise error_from_body(response.status_code, await response.aread(), self.base_url)
+                    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                        answer = self._json_object(await response.aread())
+                    else:
+                        answer = await self._joined_events(response)
         except TimeoutError:
             raise self._transport_error(httpx.ReadTimeout("deadline"), streaming=False) from None
         except httpx.HTTPError as error:
             raise self._transport_error(error, streaming=False) from error
-        if response.status_code == 404:
-            raise NotSupported(f"The backend at {self.base_url} has no {path.lstrip('/')} endpoint (HTTP 404).",
-                               status=404, base_url=self.base_url)
-        if response.status_code >= 400:
-            raise error_from_body(response.status_code, response.content, self.base_url)
+        return answer
+
+    def _json_object(self, content: bytes) -> dict[str, Any]:
         try:
-            answer = response.json()
+            answer = json.loads(content)
         except ValueError:
             raise self._malformed("a reply that is not JSON") from None
         if not isinstance(answer, dict):
             raise self._malformed("a reply that is not a JSON object")
+        return answer
+
+    async def _joined_events(self, response: httpx.Response) -> dict[str, Any]:
+        events: list[dict[str, Any]] = []
+        async for line in response.aiter_lines():
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            event = self._json_object(line[5:].strip().encode())
+            if "error" in event:
+                status = event["error"].get("code") if isinstance(event["error"], dict) else None
+                raise error_from_body(status if isinstance(status, int) else 500, event, self.base_url)
+            events.append(event)
+        answer = sse_answer(events)
+        if answer is None:
+            raise MalformedStream(
+                f"The stream from {self.base_url} ended before the answer was complete. Try again.",
+                base_url=self.base_url)
         return answer
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
@@ -220,12 +237,12 @@ class OpenAICompatibleProvider:
             if not isinstance(content, str):
                 raise TypeError("content is not text")
             calls = tuple(ToolCall(str(c.get("id") or f"call_{i}"), str(c["function"]["name"]),
-                                   _arguments(c["function"].get("arguments")))
+                                   arguments_text(c["function"].get("arguments")))
                           for i, c in enumerate(choice["message"].get("tool_calls") or ()))
             return ChatReply(
                 content=content,
                 finish_reason=choice.get("finish_reason"),
-                usage=_usage(data.get("usage")) or Usage(),
+                usage=usage_of(data.get("usage")) or Usage(),
                 model=data.get("model"),
                 tool_calls=calls,
             )
@@ -260,10 +277,10 @@ class OpenAICompatibleProvider:
                     delta = choice.get("delta") or {}
                     text = delta.get("content") or ""
                     finish_reason = choice.get("finish_reason")
-                    calls = tuple(_call_piece(i, piece) for i, piece in enumerate(delta.get("tool_calls") or ()))
+                    calls = tuple(call_piece(i, piece) for i, piece in enumerate(delta.get("tool_calls") or ()))
                 except (AttributeError, KeyError, TypeError, ValueError):
                     raise self._malformed("a stream chunk of the wrong shape", MalformedStream) from None
-            usage = _usage(chunk.get("usage"))
+            usage = usage_of(chunk.get("usage"))
             finished = finished or finish_reason is not None
             if text or finish_reason or usage or calls:
                 yield ChatDelta(text, finish_reason, usage, calls)

@@ -21,6 +21,7 @@ from margin.core.llm import (
     NotSupported,
     ProviderError,
 )
+from tests.conftest import until
 from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
 
 REQUEST = ChatRequest(
@@ -48,7 +49,7 @@ async def collect(provider, request=REQUEST):
     return [delta async for delta in provider.stream(request)]
 
 
-async def test_complete_returns_reply_usage_and_sends_openai_shape(fake, provider):
+async def test_complete_asks_for_a_stream_and_returns_the_joined_reply_and_usage(fake, provider):
     fake.script(reply("Hello there.", usage={"prompt_tokens": 17, "completion_tokens": 3}))
     result = await provider.complete(REQUEST)
     assert result.content == "Hello there."
@@ -56,7 +57,10 @@ async def test_complete_returns_reply_usage_and_sends_openai_shape(fake, provide
     assert result.usage.prompt_tokens == 17 and result.usage.completion_tokens == 3
     sent = fake.requests[0]
     assert sent["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
-    assert sent["model"] == "local-model" and sent["max_tokens"] == 32 and sent["stream"] is False
+    assert sent["model"] == "local-model" and sent["max_tokens"] == 32
+    # streamed, so that a caller who stops waiting stops the generation (llama.cpp runs an
+    # abandoned non-streamed request to its end)
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
     assert sent["temperature"] == 0.1
     assert "authorization" not in fake.headers[0]
 
@@ -402,8 +406,9 @@ async def test_post_json_reaches_other_endpoints_and_tells_unsupported_from_fail
     try:
         answer = await provider.post_json("//infill", {"input_prefix": "f(", "input_suffix": "\n"})
         assert answer == {"content": "x)", "timings": {"prompt_n": 3}}
-        assert fake.posts[0] == ("/infill", {"input_prefix": "f(", "input_suffix": "\n"})
-        assert seen[0] == (f"{server_root(fake.base_url)}/infill", {"input_prefix": "f(", "input_suffix": "\n"})
+        sent = {"input_prefix": "f(", "input_suffix": "\n", "stream": True}  # streamed: see complete()
+        assert fake.posts[0] == ("/infill", sent)
+        assert seen[0] == (f"{server_root(fake.base_url)}/infill", sent)
         with pytest.raises(NotSupported, match="does not support"):
             await provider.post_json("//infill", {})
         with pytest.raises(BackendHTTPError) as failed:
@@ -413,6 +418,74 @@ async def test_post_json_reaches_other_endpoints_and_tells_unsupported_from_fail
             await provider.post_json("/fim/completions", {"prompt": "x"})
     finally:
         await provider.aclose()
+
+
+LLAMA_INFILL_EVENTS = [  # llama.cpp's own stream (/infill, /completion), as it sends it
+    {"index": 0, "content": "\n", "tokens": [107], "stop": False, "id_slot": -1, "tokens_predicted": 1},
+    {"index": 0, "content": "    return", "tokens": [2060], "stop": False, "id_slot": -1, "tokens_predicted": 2},
+    {"index": 0, "content": "", "tokens": [], "id_slot": 3, "stop": True, "tokens_predicted": 2,
+     "tokens_evaluated": 8, "stop_type": "limit", "timings": {"prompt_n": 8, "cache_n": 0}},
+]
+OPENAI_COMPLETIONS_EVENTS = [  # llama.cpp's /v1/completions stream
+    {"choices": [{"text": "a ", "index": 0, "logprobs": None, "finish_reason": None}], "object": "text_completion"},
+    {"choices": [{"text": "+ b", "index": 0, "logprobs": None, "finish_reason": None}], "object": "text_completion"},
+    {"choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}], "object": "text_completion",
+     "usage": {"completion_tokens": 2, "prompt_tokens": 8, "total_tokens": 10}, "timings": {"prompt_n": 8}},
+]
+MISTRAL_FIM_EVENTS = [  # Mistral's /fim/completions stream: chat-shaped chunks
+    {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                               "finish_reason": None}]},
+    {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "a * b"},
+                                                               "finish_reason": None}]},
+    {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": ""},
+                                                               "finish_reason": "stop"}],
+     "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}},
+]
+
+
+@pytest.mark.parametrize("path, events, read", [
+    ("//infill", LLAMA_INFILL_EVENTS, lambda a: (a["content"], a["timings"]["prompt_n"])),
+    ("/completions", OPENAI_COMPLETIONS_EVENTS, lambda a: (a["choices"][0]["text"], a["timings"]["prompt_n"])),
+    ("/fim/completions", MISTRAL_FIM_EVENTS, lambda a: (a["choices"][0]["message"]["content"],
+                                                         a["usage"]["prompt_tokens"])),
+])
+async def test_post_json_streams_and_joins_each_shape_into_the_unstreamed_answer(fake, provider, path, events, read):
+    route = "/infill" if path == "//infill" else f"/v1{path}"
+    fake.routes[route] = [sse_lines([json.dumps(e) for e in events] + ["[DONE]"])]
+    answer = await provider.post_json(path, {"prompt": "x"})
+    assert read(answer) == {"//infill": ("\n    return", 8), "/completions": ("a + b", 8),
+                            "/fim/completions": ("a * b", 12)}[path]
+    assert fake.posts == [(route, {"prompt": "x", "stream": True})]
+
+
+@pytest.mark.parametrize("events", [LLAMA_INFILL_EVENTS[:2], OPENAI_COMPLETIONS_EVENTS[:2], MISTRAL_FIM_EVENTS[:2]])
+async def test_a_streamed_answer_that_never_finishes_is_malformed_not_a_short_answer(fake, provider, events):
+    fake.routes["/v1/completions"] = [sse_lines([json.dumps(e) for e in events])]
+    with pytest.raises(MalformedStream, match="ended before the answer was complete"):
+        await provider.post_json("/completions", {"prompt": "x"})
+
+
+async def test_an_error_event_in_a_streamed_answer_is_its_typed_error(fake, provider):
+    fake.routes["/v1/completions"] = [sse_lines([json.dumps(OPENAI_COMPLETIONS_EVENTS[0]), json.dumps(
+        {"error": {"code": 400, "type": "exceed_context_size_error", "message": "too large",
+                   "n_prompt_tokens": 5000, "n_ctx": 4096}})])]
+    with pytest.raises(ContextTooLarge):
+        await provider.post_json("/completions", {"prompt": "x"})
+
+
+@pytest.mark.parametrize("call", ["complete", "post_json"])
+async def test_a_timed_out_call_closes_its_connection(fake, call):
+    """The timeout (timeoutS) closes the request, which is what stops a streamed generation."""
+    fake.script(hang(30))
+    fake.routes["/v1/completions"] = [hang(30)]
+    provider = OpenAICompatibleProvider(fake.base_url, timeout_s=0.5)
+    try:
+        with pytest.raises(BackendTimeout, match="did not answer within 0.5 s"):
+            await (provider.complete(REQUEST) if call == "complete" else provider.post_json("/completions", {}))
+    finally:
+        await provider.aclose()
+    await until(lambda: fake.disconnects)
+    assert [path for path, _ in fake.disconnects] == ["/v1/chat/completions" if call == "complete" else "/v1/completions"]
 
 
 # --- tool calls -------------------------------------------------------------------------------

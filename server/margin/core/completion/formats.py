@@ -158,7 +158,7 @@ def infill_body(prompt: CompletionPrompt, *, max_tokens: int, temperature: float
         "top_p": INFILL_TOP_P,
         "samplers": list(INFILL_SAMPLERS),
         "cache_prompt": True,
-        "stream": False,
+        "stream": True,
     }
     if model:
         body["model"] = model
@@ -181,7 +181,7 @@ def mistral_fim_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, t
 def completions_suffix_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperature: float,
                             stop: tuple[str, ...] = ()) -> dict:
     body: dict = {"model": model, "prompt": prompt.prefix, "suffix": prompt.suffix, "max_tokens": max_tokens,
-                  "temperature": temperature, "stream": False}
+                  "temperature": temperature, "stream": True}
     if stop:
         body["stop"] = list(stop)
     return body
@@ -218,7 +218,7 @@ def raw_fim_body(prompt: CompletionPrompt, family: FimFamily, *, model: str, max
                  temperature: float, repo_name: str = REPO_NAME) -> tuple[dict, str]:
     text = raw_fim_prompt(prompt, family, repo_name=repo_name)
     return ({"model": model, "prompt": text, "max_tokens": max_tokens, "temperature": temperature,
-             "stop": list(family.stop), "stream": False}, text)
+             "stop": list(family.stop), "stream": True}, text)
 
 
 # --- 5. the chat hole filler -------------------------------------------------------------------
@@ -354,7 +354,7 @@ def chat_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperat
     """The request of the JSON answer format (measured against the fenced one)."""
     messages = hole_messages(prompt, hole_system(HOLE_SYSTEM, "json"))
     return ({"model": model, "messages": [m.as_json() for m in messages], "max_tokens": max_tokens,
-             "temperature": temperature, "response_format": hole_response_format(), "stream": False},
+             "temperature": temperature, "response_format": hole_response_format(), "stream": True},
             messages)
 
 

@@ -66,7 +66,7 @@ def test_llama_cpp_infill_sends_the_cursor_line_as_prompt():
         "top_p": 0.9,
         "samplers": ["top_k", "top_p", "infill", "temperature"],
         "cache_prompt": True,
-        "stream": False,
+        "stream": True,
     }
     routed = infill_body(prompt_for(extra=()), max_tokens=32, temperature=0.0, model="qwen", t_max_predict_ms=250)
     assert (routed["model"], routed["input_extra"], routed["t_max_predict_ms"]) == ("qwen", [], 250)
@@ -91,7 +91,7 @@ def test_completions_with_suffix_send_the_code_only():
     assert completions_suffix_body(prompt_for(extra=()), model="qwen2.5-coder:1.5b", max_tokens=64,
                                    temperature=0.2) == {
         "model": "qwen2.5-coder:1.5b", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 64,
-        "temperature": 0.2, "stream": False,
+        "temperature": 0.2, "stream": True,
     }
 
 
@@ -135,7 +135,7 @@ def test_the_raw_fim_body_stops_at_the_family_end_tokens():
         "temperature": 0.2,
         "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
                  "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"],
-        "stream": False,
+        "stream": True,
     }
     assert raw_fim_prompt(prompt_for(), STARCODER2, repo_name="margin").startswith("<repo_name>margin<file_sep>")
 
@@ -154,7 +154,7 @@ def test_the_chat_route_asks_for_one_json_object_with_the_hole_marked():
         "response_format": {"type": "json_schema", "json_schema": {"name": "hole_answer", "schema": {
             "additionalProperties": False, "properties": {"completion": {"type": "string"}},
             "required": ["completion"], "type": "object"}}},
-        "stream": False,
+        "stream": True,
     }
     assert [m.as_json() for m in messages] == body["messages"]
     # The answer is described in words: the schema (whose words a small model copies) goes only

@@ -1,0 +1,64 @@
+"""The shapes of OpenAI-compatible answers that are not whole chat replies: usage, tool-call
+pieces, and a streamed completion joined into the answer the same request gets unstreamed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from margin.core.llm import ToolCallDelta, Usage, joined
+
+
+def usage_of(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    return Usage(
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+    )
+
+
+def arguments_text(raw: Any) -> str:
+    """A call's arguments as JSON text (some servers send an object instead of its text)."""
+    return raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
+
+
+def call_piece(position: int, piece: Any) -> ToolCallDelta:
+    """One streamed piece of a tool call (`index` missing: its place in the list)."""
+    function = piece.get("function") or {}
+    index = piece.get("index", position)
+    arguments = function.get("arguments")
+    return ToolCallDelta(index if isinstance(index, int) else position, piece.get("id") or None,
+                         function.get("name") or None, "" if arguments is None else arguments_text(arguments))
+
+
+def sse_answer(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The events of a streamed completion joined into the answer the same request gets
+    unstreamed, or None when the stream never said it was done. Three shapes: llama.cpp's own
+    (`/infill`: `content` pieces, the last with `stop: true`), OpenAI's completions (`choices[0]
+    .text`) and chat-shaped ones (Mistral's `/fim/completions`: `choices[0].delta.content`)."""
+    if any("content" in event and "choices" not in event for event in events):
+        last = events[-1]
+        if last.get("stop") is not True:
+            return None
+        return {**last, "content": joined([str(e.get("content") or "") for e in events])}
+    texts: list[str] = []
+    chat, finish, usage = False, None, None
+    for event in events:
+        usage = event.get("usage") or usage
+        choices = event.get("choices")
+        for choice in choices[:1] if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            chat = chat or isinstance(delta, dict)
+            texts.append(str((delta.get("content") if isinstance(delta, dict) else choice.get("text")) or ""))
+            finish = choice.get("finish_reason") or finish
+    if finish is None:
+        return None
+    text = joined(texts)
+    choice = {"index": 0, "finish_reason": finish, **({"message": {"role": "assistant", "content": text}}
+                                                       if chat else {"text": text})}
+    fields = {key: value for event in events for key, value in event.items() if key != "choices"}
+    return {**fields, "choices": [choice], **({"usage": usage} if usage else {})}
