@@ -32,6 +32,17 @@ def test_a_fast_benchmark_meets_its_targets(name):
     assert " met" in run.stdout and "MISSED" not in run.stdout
 
 
+@pytest.mark.llama
+def test_background_work_does_not_slow_typing_on_real_llama_cpp():
+    """benchmarks/bench_background.py at a CI size: completion while a summary is due and while
+    the index of a 2,000-file workspace builds, against idle, on the real model server."""
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_background.py"), "--files", "2000",
+                          "--no-references"], cwd=REPO, capture_output=True, text=True, timeout=2400,
+                         env=clean_env(MARGIN_BENCH_LOADED="1", MARGIN_LOG_LEVEL="WARNING"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.count(": met") == 4 and "MISSED" not in run.stdout
+
+
 def test_a_missed_target_fails_the_benchmark():
     code = ("import sys; sys.path.insert(0, 'benchmarks'); import timing; "
             "print(timing.verdict(2.0, 1.25, what='x'), timing.verdict(0.5, 1.0, kind='time')); "

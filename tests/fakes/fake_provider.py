@@ -216,6 +216,10 @@ class ProcessTokenizers(Tokenizers):
         return _BUILT[choice.name]
 
 
+IDLE_PAUSE_S = 0.05
+"""the pause before background work here (services.background): short, as no one is typing"""
+
+
 def fake_app(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (WS,), **env: str) -> MarginApp:
     """A MarginApp on `provider`, the real SQLite thread store (a file in `tmp_path`) and the
     real tokenizers (tiktoken:o200k_base for every profile unless `env` says otherwise; see
@@ -226,6 +230,7 @@ def fake_app(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (W
     app = MarginApp.create(provider.factory, make_server_counter, SQLiteThreadStore, environ)
     app.tokenizers = ProcessTokenizers(make_server_counter)
     app.workspace.folders = lambda: list(folders)
+    app.queue.idle_pause_s = IDLE_PAUSE_S
     return app
 
 

@@ -11,6 +11,7 @@ server has finished it, and is recorded joined into the shape the same request g
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -98,10 +99,17 @@ class RecordingProxy:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                self._forward("GET")
+                self._guarded("GET")
 
             def do_POST(self) -> None:
-                self._forward("POST")
+                self._guarded("POST")
+
+            def _guarded(self, method: str) -> None:
+                try:
+                    self._forward(method)
+                except Exception as error:  # shown, not swallowed: the client sees the connection close
+                    sys.stderr.write(f"recording proxy: {method} {self.path} failed: {error!r}\n")
+                    raise
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
 
 from margin import deferred
 from margin.core.vfs import VirtualFileStore
+from margin.services.background import BackgroundQueue
 from margin.services.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class MarginApp:
     """where requests are shown when showRequests is on (the editor's log, stderr)"""
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     """work done after a request has been answered (thread summaries): cancelled at shutdown"""
+    queue: BackgroundQueue = field(default_factory=BackgroundQueue)
+    """the order of work: completion, requests, summaries, indexing (services.background)"""
     _storage: ThreadStorage | None = None
     _retired: list[ThreadStorage] = field(default_factory=list)
     """stores left when the `database` setting changed: requests begun on one may still be

@@ -32,6 +32,7 @@ from margin.services.retrieval import Retrieval
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
 from margin.services.structured import fit_prompt, framing_tokens, tools_tokens
+from margin.services.background import REQUEST
 from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
 
@@ -245,13 +246,12 @@ class ChatService:
         held = [where.thread_id or f"canonical:{self.app.workspace.folder_of(where.text_document)}"]
         self.guard.acquire(held[0])
         try:
-            if self.summaries is not None:
-                await self.summaries.give_way()  # the user's request comes first
-            prepared = await self.prepare(ask, await resolve_profile(self.app, profile_name, settings), tools=tools)
-            if prepared.thread.id not in held:
-                self.guard.acquire(prepared.thread.id)
-                held.append(prepared.thread.id)
-            yield prepared
+            async with self.app.queue.foreground(REQUEST):  # before summaries and indexing
+                prepared = await self.prepare(ask, await resolve_profile(self.app, profile_name, settings), tools=tools)
+                if prepared.thread.id not in held:
+                    self.guard.acquire(prepared.thread.id)
+                    held.append(prepared.thread.id)
+                yield prepared
         finally:
             for key in held:
                 self.guard.release(key)

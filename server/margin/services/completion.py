@@ -17,7 +17,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from margin import logs
 from margin.core.budget import BudgetReport
@@ -35,6 +35,7 @@ from margin.core.llm import NotSupported, ProviderError
 from margin.core.tokens.counter import LocalCounter, TokenCounter
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
+from margin.services.background import COMPLETION
 from margin.services.errors import RequestError
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.structured import ask_json, ask_text, framing_tokens, sync_count
@@ -187,7 +188,7 @@ class CompletionService:
             await asyncio.wait([previous], timeout=SUPERSEDED_CLOSE_S)
             if self._newest.get(file.uri) is not mine:
                 return CompletionOutcome(None, reason="a newer request for this document replaced it")
-        work = asyncio.ensure_future(self._answer(file, prefix, suffix, settings))
+        work = asyncio.ensure_future(self._foreground(self._answer(file, prefix, suffix, settings)))
         self._running[file.uri] = work
         try:
             outcome = await work
@@ -206,6 +207,10 @@ class CompletionService:
         if outcome.suggestion is not None:
             self.cache.store(file.uri, prefix, suffix, outcome.suggestion)
         return self._placed(outcome, file, offset)
+
+    async def _foreground(self, answer: Awaitable[CompletionOutcome]) -> CompletionOutcome:
+        async with self.app.queue.foreground(COMPLETION):  # first of all work (services.background)
+            return await answer
 
     def _placed(self, outcome: CompletionOutcome, file: VirtualFile, offset: int) -> CompletionOutcome:
         if outcome.suggestion is not None:

@@ -25,10 +25,11 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 from urllib.parse import quote
 
 from margin import logs
@@ -166,15 +167,24 @@ class Retrieval:
         index.history = await _git_history(index.root) if head is not None else None
 
     async def _scan(self, index: FolderIndex) -> None:
+        """Build the folder's index in a thread that gives way between files to every other kind
+        of work (services.background), then store it the same way."""
         started = time.perf_counter()
         stored = self._store_path(index)
-        fresh, disk, reused = await asyncio.to_thread(_build, index.root, stored)
-        index.index, index.disk, index.ready = fresh, disk, True
-        log.info("index ready files=%d reused=%d ms=%.0f", len(fresh), reused, (time.perf_counter() - started) * 1000)
-        index.head = _head_moved(index.root)
-        await self._read_history(index, index.head)
-        if stored is not None:
-            await asyncio.to_thread(_save, stored, index.folder, fresh, disk)
+        stop = threading.Event()
+        pause = _Pause(self.app.queue.indexing_may_run, stop)
+        try:
+            fresh, disk, reused = await asyncio.to_thread(_build, index.root, stored, pause)
+            index.index, index.disk, index.ready = fresh, disk, True
+            log.info("index ready files=%d reused=%d paused_ms=%.0f ms=%.0f", len(fresh), reused,
+                     pause.seconds * 1000, (time.perf_counter() - started) * 1000)
+            index.head = _head_moved(index.root)
+            await self._read_history(index, index.head)
+            if stored is not None:
+                await asyncio.to_thread(_save, stored, index.folder, fresh, disk, pause)
+        except asyncio.CancelledError:
+            stop.set()  # the thread ends at its next file rather than run on after shutdown
+            raise
 
     def _store_path(self, index: FolderIndex) -> Path | None:
         database = self.app.storage.path
@@ -197,11 +207,36 @@ class Retrieval:
                        f"{hit.file_id} lines {first}-{last}")
 
 
-def _build(root: Path, stored: Path | None) -> tuple[RetrievalIndex, dict[str, tuple[int, int]], int]:
-    """A new index of `root`, reusing the stored one's files whose size and time are unchanged."""
+class _Stopped(Exception):
+    """indexing was cancelled (shutdown)"""
+
+
+class _Pause:
+    """Called by the indexing thread between files: returns when indexing may go on (waiting
+    while other work runs), raises _Stopped once indexing is cancelled."""
+
+    def __init__(self, may_run: threading.Event, stop: threading.Event) -> None:
+        self.may_run, self.stop, self.seconds = may_run, stop, 0.0
+
+    def __call__(self) -> None:
+        if not self.may_run.is_set():
+            started = time.perf_counter()
+            while not self.may_run.wait(0.1):
+                if self.stop.is_set():
+                    raise _Stopped
+            self.seconds += time.perf_counter() - started
+        if self.stop.is_set():
+            raise _Stopped
+
+
+def _build(root: Path, stored: Path | None,
+           pause: Callable[[], None] = lambda: None) -> tuple[RetrievalIndex, dict[str, tuple[int, int]], int]:
+    """A new index of `root`, reusing the stored one's files whose size and time are unchanged;
+    `pause()` is called before each file."""
     old = _load(stored) if stored is not None else {}
     index, disk, reused = RetrievalIndex(), {}, 0
     for found in scan(root):
+        pause()
         known = old.get(found.file_id)
         if known is not None and (known["size"], known["mtime_ns"]) == (found.size, found.mtime_ns):
             if index.import_file(found.file_id, known["fingerprint"], known["data"]):
@@ -224,15 +259,24 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _save(path: Path, folder: str, index: RetrievalIndex, disk: dict[str, tuple[int, int]]) -> None:
-    files = {file_id: {"size": size, "mtime_ns": mtime, "fingerprint": index.fingerprint(file_id),
-                       "data": index.export_file(file_id)}
-             for file_id, (size, mtime) in disk.items() if file_id in index}
+def _save(path: Path, folder: str, index: RetrievalIndex, disk: dict[str, tuple[int, int]],
+          pause: Callable[[], None] = lambda: None) -> None:
+    """The index stored as one JSON document, written a file at a time (`pause()` before each)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         with gzip.open(partial, "wt", encoding="utf-8", compresslevel=3) as handle:
-            json.dump({"version": STORE_VERSION, "folder": folder, "files": files}, handle)
+            handle.write(json.dumps({"version": STORE_VERSION, "folder": folder})[:-1] + ', "files": {')
+            first = True
+            for file_id, (size, mtime) in disk.items():
+                if file_id not in index:
+                    continue
+                pause()
+                entry = {"size": size, "mtime_ns": mtime, "fingerprint": index.fingerprint(file_id),
+                         "data": index.export_file(file_id)}
+                handle.write(("" if first else ", ") + json.dumps(file_id) + ": " + json.dumps(entry))
+                first = False
+            handle.write("}}")
         os.replace(partial, path)
     except OSError as error:
         log.warning("index not stored error=%s", type(error).__name__)

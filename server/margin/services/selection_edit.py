@@ -33,6 +33,7 @@ from margin.core.selection_edit import (
 )
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
+from margin.services.background import REQUEST
 from margin.services.errors import RequestError
 from margin.services.instructions import InstructionFiles
 from margin.services.profile import resolve_profile, snapshot
@@ -127,6 +128,10 @@ class SelectionEditService:
         return min(start, end), max(start, end)
 
     async def propose(self, request: SelectionEditRequest) -> SelectionEditOutcome:
+        async with self.app.queue.foreground(REQUEST):  # before summaries and indexing (services.background)
+            return await self._propose(request)
+
+    async def _propose(self, request: SelectionEditRequest) -> SelectionEditOutcome:
         app = self.app
         settings = snapshot(app, PROFILE)
         if not settings.enabled:

@@ -5,9 +5,10 @@ into the summary, with the `summary_v1` template, and the summary is stored in t
 next prompts show it in place of those turns. One summary is made per thread at a time; a
 failure leaves the thread as it was (the next turn tries again) and is logged, never shown.
 
-The user comes first: a chat or edit-ops request that starts while a summary is being written
-stops it (its streamed HTTP call is closed, so a local server stops generating and frees its
-context for the request) and it is made again after a later turn. A local model serving one
+The user comes first (services.background): a summary starts only after an idle pause, and a
+completion, chat or edit-ops request that starts while it is being written stops it (its
+streamed HTTP call is closed, so a local server stops generating and frees its slot, context and
+cores for the request); it is made again after the next idle pause. A local model serving one
 window to every request could otherwise refuse the user's prompt as too large, or make it wait.
 """
 
@@ -35,8 +36,6 @@ log = logging.getLogger(__name__)
 
 TEMPLATE = "summary_v1"
 PROFILE = "chat"
-GIVE_WAY_S = 1.0
-"""How long a request waits for the summaries it stopped to close their HTTP calls."""
 OVERSIZE = 2
 """A summary counted over this many times its bound is refused: the model was asked for at most
 the bound (max_tokens), so its backend ignored the limit (an inexact count may exceed the bound
@@ -50,14 +49,6 @@ class Summaries:
     enabled: bool = True
     _running: dict[str, asyncio.Task[Summary | None]] = field(default_factory=dict)
 
-    async def give_way(self) -> None:
-        """Stop the summaries being written, for a request that starts now."""
-        running = [task for task in self._running.values() if not task.done()]
-        for task in running:
-            task.cancel()
-        if running:
-            await asyncio.wait(running, timeout=GIVE_WAY_S)
-
     def after_turn(self, prepared: Prepared) -> None:
         """Start a summary of the thread if the turn's prompt shows it is due."""
         plan = prepared.assembly.plan
@@ -69,7 +60,8 @@ class Summaries:
         lost = bool(history.dropped_items)
         thread_id = prepared.thread.id
         if (lost or history.tokens > FOLD_TRIGGER * room) and thread_id not in self._running:
-            task = self.app.run_in_background(self.summarise(thread_id, room), f"summary {thread_id}")
+            task = self.app.run_in_background(self.app.queue.in_turn(lambda: self.summarise(thread_id, room)),
+                                              f"summary {thread_id}")
             self._running[thread_id] = task
             task.add_done_callback(lambda _: self._running.pop(thread_id, None))
 

@@ -62,3 +62,38 @@ def test_a_restart_reuses_stored_files_whose_size_and_time_are_unchanged(tmp_pat
     stored.write_bytes(b"not gzip")  # a damaged store is ignored, never fatal
     fresh, _, reused = _build(root, stored)
     assert reused == 0 and fresh.fingerprint("a.py") == fingerprint("def gamma_orcas2():\n    pass\n")
+
+
+def test_building_and_storing_the_index_wait_between_files_while_other_work_runs(tmp_path):
+    """Indexing gives way between files (services.background): the thread stops at the gate
+    while it is shut, goes on when it opens, and ends at its next file once cancelled."""
+    import threading
+
+    import pytest
+
+    from margin.services.retrieval import _Pause, _Stopped
+
+    root, stored = tmp_path / "ws", tmp_path / "index.json.gz"
+    tree(root, {f"m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(5)})
+    calls: list[str] = []
+    index, disk, _ = _build(root, None, lambda: calls.append("file"))
+    assert calls == ["file"] * 5  # once before each file
+    _save(stored, "file:///ws", index, disk, lambda: calls.append("stored"))
+    assert calls[5:] == ["stored"] * 5
+    assert _build(root, stored)[2] == 5  # what was written a file at a time reads back whole
+
+    may_run, stop = threading.Event(), threading.Event()
+    pause = _Pause(may_run, stop)
+    built: list[int] = []
+    worker = threading.Thread(target=lambda: built.append(len(_build(root, None, pause)[0])))
+    worker.start()
+    worker.join(0.3)
+    assert worker.is_alive() and built == []  # held at the first file
+    may_run.set()
+    worker.join()
+    assert built == [5] and pause.seconds > 0
+
+    may_run.clear()
+    stop.set()
+    with pytest.raises(_Stopped):
+        _build(root, None, pause)

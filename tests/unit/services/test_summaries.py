@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from margin.core import summary as summary_rules
+from margin.core.llm import NotSupported
 from margin.core.summary import SUMMARY, latest_summary
 from margin.core.where import Where
 from margin.services.chat import Ask
@@ -113,4 +114,49 @@ async def test_a_failed_summary_leaves_the_thread_as_it_was(tmp_path):
         outcome = await services.chat.chat(Ask("still fine?", Where(A)))
         assert outcome.reply and outcome.budget.section("summary").kept == 0  # pointers and truncation alone
     finally:
+        await close(services)
+
+
+async def test_a_keystrokes_completion_stops_a_summary_which_is_written_once_typing_pauses(tmp_path):
+    from margin.core.vfs import Position
+    from margin.services.completion import CompletionRequest, CompletionService
+
+    provider = FakeProvider()
+    gate = Gate()
+    turn = {"n": 0}
+
+    def respond(request):
+        if is_summary_request(request):
+            if not gate.cancelled.is_set():
+                return [gate, answer("never stored")]
+            return answer("Notes: value_1_0 is renamed in a.py.")
+        if "FILL_HERE" in request.messages[-1].content:  # the completion's chat route
+            return answer("```python\nvalue_2\n```")
+        turn["n"] += 1
+        return answer(long_reply(turn["n"]))
+
+    provider.default = respond
+    provider.post_answers["//infill"] = [NotSupported("Infill is not supported by this model", status=501)]
+    services = fake_services(tmp_path, provider, MARGIN_DEFAULTS_CONTEXT_WINDOW="4096",
+                             MARGIN_DEFAULTS_MAX_OUTPUT_TOKENS="256")
+    completion = CompletionService(services.app)
+    try:
+        services.app.files.open(A, "python", 1, "value = \n")
+        asked = 0
+        while not gate.reached.is_set():
+            asked += 1
+            assert asked < 40, "no summary was ever asked for"
+            await services.chat.chat(Ask(f"question {asked} about value_{asked}", Where(A)))
+            while services.app.background and not gate.reached.is_set():
+                await asyncio.sleep(0.001)
+        # A summary is being written; the user types and a completion is asked for.
+        outcome = await completion.complete(CompletionRequest(A, Position(0, 8)))
+        assert outcome.suggestion is not None and outcome.suggestion.text == "value_2"
+        assert gate.cancelled.is_set() and services.app.queue.stopped == 1  # it gave way at once
+        while services.app.background:  # no more typing: written after the pause, unprompted
+            await asyncio.sleep(0.001)
+        made = latest_summary(await thread_messages(services))
+        assert made is not None and made.text.startswith("Notes:")
+    finally:
+        gate.open()
         await close(services)
