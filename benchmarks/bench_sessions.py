@@ -14,8 +14,12 @@ its limit, or refused), the turns each prompt kept, the share of each prompt tha
 the start of the one before (what a backend's prompt cache can reuse), and the pointers' costs.
 Then the assembly time per turn at turn 300, with pointers and with plain truncation.
 
-Targets: 0 overflows at a 4096-token window; a pointer >= 70% cheaper than the seed's stub;
-assembly at turn 300 <= 15 ms and <= 1.5x plain truncation's time.
+Then the short sessions (2-5 turns; every session is a prefix of the seeded script) and every
+session of 1 to N turns: tokens sent with pointers against no masking.
+
+Targets: 0 overflows at a 4096-token window; no session sends more tokens with pointers than
+with no masking; a pointer >= 70% cheaper than the seed's stub; assembly at turn 300 <= 15 ms
+and <= 1.5x plain truncation's time.
 
     .venv/bin/python benchmarks/bench_sessions.py [--turns N]
 """
@@ -110,6 +114,7 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
                              "edits mark lines with '# edited in turn N'; pending: nothing. " * 6)
         app = MarginApp.create(make_provider, make_server_counter, SQLiteThreadStore, env)
         app.workspace.folders = lambda: [WS]
+        app.queue.idle_pause_s = 0.0  # no one types here: a summary may start as soon as it is due
         services = Services.over(app)
         if name == "stubs":
             services.chat.render_pointer = lambda turn, label: SEED_STUB
@@ -195,11 +200,35 @@ def report(runs: list[Run]) -> None:
             kept = statistics.median(t.kept_turns for t in run.turns[-100:])
             reuse = statistics.mean(reused(a.prompt, b.prompt) for a, b in zip(run.turns, run.turns[1:]))
             shown = statistics.median(t.pointers for t in run.turns[-100:])
-            print(f"  {run.name:12} {sent:>12,} {overflows:>10} {kept:>11} {reuse:>6.0%} {shown:>15}")
+            print(f"  {run.name:12} {sent:>12,} {overflows:>10} {kept:>11} {reuse:>6.0%} {shown:>15}"
+                  + (f"  (reused before pointers had to pay their way: {REUSE_BEFORE:.0%})"
+                     if window == 4096 and run.name == "pointers" else ""))
             if window == 4096:
                 assert overflows == 0 or run.name != "pointers", "overflow"
         print("  (history items kept — turns and file contexts — and pointers shown: medians over the last 100 turns; reused: mean share of each "
               "prompt's tokens that is the start of the one before)")
+
+
+REUSE_BEFORE = 0.22
+"""prompt reuse with pointers at 4096 before pointers had to pay their way (README, 2026-11-24)"""
+SHORT = (2, 3, 4, 5)
+
+
+def short_sessions(runs: list[Run]) -> None:
+    """Every session is a prefix of the scripted one (the script is seeded): what each way sent
+    over its first N turns is what an N-turn session sends. Pointers must never send more than
+    no masking — short sessions, where a pointer's legend and tool are not yet paid for, first."""
+    for window in sorted({r.window for r in runs}):
+        way = {r.name: r for r in runs if r.window == window}
+        pointed = [t.counted for t in way["pointers"].turns]
+        plain = [t.counted for t in way["no masking"].turns]
+        totals = [(n, sum(pointed[:n]), sum(plain[:n])) for n in range(1, len(pointed) + 1)]
+        shown = "; ".join(f"{n} turns {p:,} against {q:,}" for n, p, q in totals if n in SHORT)
+        worst = max(totals, key=lambda t: t[1] / t[2])
+        print(f"\nShort sessions at {window} tokens, tokens sent with pointers against no masking: {shown}")
+        print(f"  every session of 1 to {len(totals)} turns: the most pointers sent against no masking is "
+              f"{worst[1] / worst[2]:.3f}x ({worst[0]} turns); target <= 1: "
+              f"{verdict(worst[1] / worst[2], 1.0, kind='exact', what=f'tokens sent with pointers against none at {window}')}")
 
 
 def pointer_costs(run: Run) -> None:
@@ -251,6 +280,7 @@ async def main_async(turns: int) -> None:
             for name in ("pointers", "stubs", "no masking"):
                 runs.append(await session(name, window, turns, tmp))
         report(runs)
+        short_sessions(runs)
         pointer_costs(runs[0])
         assembly_times(runs[0])
 

@@ -14,8 +14,10 @@ from tests.fakes.fake_openai import FakeBackend, reply, status, tool_calls
 
 WS = "file:///ws"
 A = f"{WS}/pkg/parser.py"
-OLD = "def parse(text):\n    return text.split()\n"
-NEW = "def parse(text, sep=None):\n    return text.split(sep)\n"
+NOTES = "".join(f"# parse, note {i}: the words of a line, in order, for the tokenizer\n" for i in range(20))
+"""a file large enough that a pointer to its old snapshot pays for the legend and the tool"""
+OLD = NOTES + "def parse(text):\n    return text.split()\n"
+NEW = NOTES + "def parse(text, sep=None):\n    return text.split(sep)\n"
 
 
 def start(fake, tmp_path, **extra):

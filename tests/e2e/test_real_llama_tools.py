@@ -23,8 +23,10 @@ pytestmark = pytest.mark.llama
 
 TEMPLATE = REPO / "tests" / "fixtures" / "data" / "chatml_tools.jinja"
 A = "file:///ws/parser.py"
-OLD = "def parse(text):\n    return text.split()\n"
-NEW = "def parse(text, sep=None):\n    return text.split(sep)\n"
+NOTES = "".join(f"# parse, note {i}: the words of a line, in order, for the tokenizer\n" for i in range(20))
+"""a file large enough that a pointer to its old snapshot pays for the legend and the tool"""
+OLD = NOTES + "def parse(text):\n    return text.split()\n"
+NEW = NOTES + "def parse(text, sep=None):\n    return text.split(sep)\n"
 
 
 @pytest.fixture(scope="module")

@@ -173,7 +173,8 @@ def test_recall_prints_what_a_pointer_stood_for_and_whether_the_file_changed(fak
     (tmp_path / "a.py").write_text("x = 2\n")
     fake.script(reply("Changed."))
     assert margin("chat", "--file", "a.py", "again", env=chat_env(fake, tmp_path), cwd=tmp_path).returncode == 0
-    assert "[t1 a.py]" in "".join(m["content"] for m in fake.requests[1]["messages"])  # the old snapshot, as a pointer
+    # a pointer to the old snapshot would cost more than it saves here: not shown, but recallable
+    assert "[t1 a.py]" not in "".join(m["content"] for m in fake.requests[1]["messages"])
     result = margin("recall", "t1", "a.py", env=chat_env(fake, tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "File a.py (python, sha256:" + result.stdout.split("sha256:")[1].split(")")[0] \

@@ -16,19 +16,21 @@ algorithm:
    contexts that survive.
 
 So a file is not resent while it is unchanged and still in the window, is resent when the
-budget dropped it, and is resent when it changed. Only a file's latest context is shown whole;
-older ones stay stored and are shown as pointers (core.pointers), as are the edit-ops and long
-replies of turns outside the hot window: the masking line is the first of `mask_lines` at which
-the whole prompt fits, so turns are dropped only when even the most masking leaves it too large.
-The pointers' legend joins the system prompt exactly when a pointer is shown.
+budget dropped it, and is resent when it changed. A file's older contexts stay stored and go
+with the turn they were sent in; those, the edit-ops and the long replies of turns outside the
+hot window are shown as pointers (core.pointers) when that pays: when what they save is more
+than the legend and the recall tool cost (every pointer shares that fixed cost), or when the
+prompt needs the room. Then the masking line is the first of `mask_lines` (steps of MASK_BATCH
+turns, so the start of the prompt — what a backend's prompt cache holds — stays as it was for
+most turns) at which the whole prompt fits, so turns are dropped only when even the most masking
+leaves it too large. The pointers' legend joins the system prompt exactly when a pointer is
+shown.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any, Callable, NamedTuple, Sequence
 
 from margin.core import instructions as rules
@@ -161,12 +163,14 @@ def _tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
 
 
 def _history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], latest: dict[str, Message],
-                   line: int, masking: bool, count: Callable[[str], int]) -> list[Item]:
-    """Whole exchanges and latest file contexts, oldest first. A superseded file context is a
-    pointer that goes with the turn it was sent in; parts of turns up to `line` are masked."""
+                   line: int | None, count: Callable[[str], int], masking: bool = True) -> list[Item]:
+    """Whole exchanges and latest file contexts, oldest first. A superseded file context goes
+    with the turn it was sent in: as its pointer when pointers are shown (`line` not None), else
+    left out (a file's older text is never shown; without `masking` at all it is whole); the
+    parts of turns up to `line` whose pointer is shorter are pointers."""
     items: list[Item] = []
     pending: list[Sent] = []
-    carried: list[Sent] = []  # pointers to the contexts stored before the next user message
+    carried: list[Sent] = []  # the contexts stored before the next user message
     sizes: list[int] = []
 
     def flush() -> None:
@@ -182,7 +186,9 @@ def _history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], lat
                 flush()
                 items.append(Item(f"file {message.meta.get('file_id', message.uri)}",
                                   count(message.content) + PER_MESSAGE_OVERHEAD, (Sent(message, message.content),)))
-            elif masking:
+            elif not masking:
+                carried.append(Sent(message, message.content))
+            elif line is not None:
                 ref = entry.parts[0].pointer or ""
                 carried.append(Sent(message, ref, (ref,)))
             continue
@@ -192,31 +198,11 @@ def _history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], lat
                 pending.append(sent)
                 sizes.append(count(sent.content) + PER_MESSAGE_OVERHEAD)
             carried.clear()
-        texts, refs = entry.view(line) if masking else ([p.text for p in entry.parts], [])
+        texts, refs = entry.view(line, count) if line is not None else ([p.text for p in entry.parts], [])
         pending.append(Sent(message, "\n\n".join(texts), tuple(refs)))
         sizes.append(_tokens(texts, count))
     flush()
     return items
-
-
-def _line_for(shown: Sequence[pointers.Shown], lines: Sequence[int], over: int,
-              count: Callable[[str], int]) -> int:
-    """The first of `lines` (least masking first) whose masking saves `over` tokens more than the
-    first saves, else the last: the savings of each turn, summed once."""
-    if over <= 0 or len(lines) == 1:
-        return lines[0]
-    saved: dict[int, int] = {}
-    for entry in shown:
-        if entry.message.kind == FILE_CONTEXT or entry.turn <= lines[0]:
-            continue
-        for part in entry.parts:
-            if part.pointer is not None:
-                saved[entry.turn] = saved.get(entry.turn, 0) + count(part.text) - count(part.pointer)
-    turns = sorted(saved)
-    running = [0, *accumulate(saved[turn] for turn in turns)]
-    gains = [running[bisect_right(turns, line)] for line in lines[1:]]  # nondecreasing
-    at = bisect_left(gains, over)
-    return lines[min(at + 1, len(lines) - 1)]
 
 
 def merge_roles(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -263,6 +249,7 @@ def assemble_chat(
                           count(summary.shown()) + PER_MESSAGE_OVERHEAD, summary),) if summary else ()
     lines = pointers.mask_lines(current_turn(chat.history)) if chat.masking else [0]
     legend_tokens = count(chat.legend) if chat.masking else 0
+    fixed = legend_tokens + chat.tools_tokens  # what showing any pointer costs
     system_tokens = count(chat.system) + PER_MESSAGE_OVERHEAD
     instructions = rules.section(chat.instructions, chat.instructions_cut, count)
     memories = tuple(Item(f"memory {i + 1}", count(memory_line(text)) + 1
@@ -278,19 +265,24 @@ def assemble_chat(
                     for ref in chat.snippets if ref.file.uri in resend]  # most relevant first
         optional = tuple(Item(name, count(text)) for name, text in chat.optional_system)
         newest = count(chat.newest) + PER_MESSAGE_OVERHEAD
-        required = system_tokens + sum(i.tokens for i in instructions.items) + legend_tokens + chat.tools_tokens \
-            + newest + framing_tokens
-        history = _history_items(shown, resend, latest, lines[0], chat.masking, count)
+        base = system_tokens + sum(i.tokens for i in instructions.items) + newest + framing_tokens
+        costs = pointers.Economy(shown, resend, latest, fixed, count, PER_MESSAGE_OVERHEAD) if chat.masking else None
+        # Pointers are shown when they save more than they cost, or the room is needed.
+        line = lines[0] if costs is not None and costs.pay(lines[0]) else None
+        required = base + (fixed if line is not None else 0)
+        history = _history_items(shown, resend, latest, line, count, chat.masking)
         # the share holds the snippets retained in the history too: sent once, they keep their place
         retained = sum(item.tokens for item in history if item.payload[0].message.uri in snippet_uris)
         share = math.floor(max(0, room - required) * chat.snippet_share) - retained
         packed, over_share = _pack(snippets, share)
         others = sum(i.tokens for i in (*files, *optional, *summary_items, *memories))
-        if len(lines) > 1:
-            rest = required + others + sum(i.tokens for i in (*history, *packed))
-            line = _line_for(shown, lines, rest - room, count)
-            if line != lines[0]:
-                history = _history_items(shown, resend, latest, line, chat.masking, count)
+        rest = required + others + sum(i.tokens for i in (*history, *packed))
+        if costs is not None and rest > room:  # the room is needed: mask more, in MASK_BATCH steps
+            plain = rest + (costs.gain(line) if line is not None else 0)  # the same without pointers
+            wider = costs.line_for(lines, plain - room)
+            if wider != line:
+                line, required = wider, base + (fixed if wider is not None else 0)
+                history = _history_items(shown, resend, latest, line, count)
         unused = room - required - others - sum(i.tokens for i in history)
         if unused > share and over_share:  # snippets borrow what the rest leaves unused
             packed, over_share = _pack(snippets, unused)

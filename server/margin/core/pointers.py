@@ -3,10 +3,14 @@ shown in the prompt as a pointer of a few tokens — `[t42 parser.py]` — that 
 thread in storage never changes; only the prompt does.
 
 What is masked:
-- a superseded snapshot of a file (a newer one is in the prompt): always, wherever it is — the
-  newest snapshot of each file is never masked;
+- a superseded snapshot of a file (a newer one is in the prompt): wherever it is — the newest
+  snapshot of each file is never masked, and an older one is never shown whole;
 - the edit-ops payload of an assistant reply (`[t42 ops]`) and a long reply (`[t42 reply]`):
-  in turns outside the hot window.
+  in turns outside the hot window, where the pointer is shorter.
+
+Pointers are shown only when they pay (`Economy`, used by core.assemble): when what they stand
+for is larger than they are with the legend and recall tool they bring, or when the prompt
+needs the room. Otherwise a prompt shows none, and a superseded snapshot is left out.
 
 The hot window is the last `HOT_TURNS` turns at least; the line it leaves behind moves in steps
 of `MASK_BATCH` turns, so for most turns the start of the prompt is what it was the turn before
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Callable, Mapping, Sequence
 
 from margin.core.threads import FILE_CONTEXT, Message
@@ -85,17 +91,22 @@ class Shown:
     turn: int
     parts: tuple[Part, ...]
 
-    def view(self, line: int) -> tuple[list[str], list[str]]:
+    def view(self, line: int, count: Callable[[str], int] | None = None) -> tuple[list[str], list[str]]:
         """The parts' texts as shown when the turns up to `line` are outside the hot window, and
-        the pointers among them."""
+        the pointers among them; with `count`, a part is masked only if its pointer is shorter."""
         texts, pointers = [], []
         for part in self.parts:
-            if part.pointer is not None and self.turn <= line:
+            if part.pointer is not None and self.turn <= line and (count is None or saves(part, count) > 0):
                 texts.append(part.pointer)
                 pointers.append(part.pointer)
             else:
                 texts.append(part.text)
         return texts, pointers
+
+
+def saves(part: Part, count: Callable[[str], int]) -> int:
+    """The tokens showing `part` as its pointer saves (0 for a part never masked)."""
+    return count(part.text) - count(part.pointer) if part.pointer is not None else 0
 
 
 def turn_numbers(history: Sequence[Message]) -> list[int]:
@@ -191,6 +202,51 @@ def mask_lines(current_turn: int) -> list[int]:
     first, last = first_mask_line(current_turn), max(0, current_turn - 1)
     lines = list(range(first, last, MASK_BATCH))
     return [*lines, last] if not lines or lines[-1] != last else lines
+
+
+class Economy:
+    """What pointers save and cost in a prompt (core.assemble), in tokens; `overhead` is what a
+    message costs besides its text. They pay when what they stand for — superseded
+    file contexts, and the parts of turns up to the masking line — is larger than they are with
+    the legend and tool (`fixed`) they bring. Against the prompt shown without them, where a
+    superseded context is left out, they change the size by `gain`."""
+
+    def __init__(self, shown: Sequence[Shown], skip_contexts: set[str], latest: dict[str, Message],
+                 fixed: int, count: Callable[[str], int], overhead: int) -> None:
+        saved: dict[int, int] = {}
+        self.fixed, self.superseded_saved, self.cost = fixed, 0, fixed
+        for entry in shown:
+            message = entry.message
+            if message.kind == FILE_CONTEXT:
+                if message.uri in skip_contexts or latest.get(message.uri or "") is not message:
+                    self.superseded_saved += max(0, saves(entry.parts[0], count))
+                    self.cost += count(entry.parts[0].pointer or "") + overhead
+                continue
+            for part in entry.parts:
+                if (gain := saves(part, count)) > 0:
+                    saved[entry.turn] = saved.get(entry.turn, 0) + gain
+        self.turns = sorted(saved)
+        self.running = [0, *accumulate(saved[turn] for turn in self.turns)]
+
+    def masked(self, line: int) -> int:
+        return self.running[bisect_right(self.turns, line)]
+
+    def pay(self, line: int) -> bool:
+        """what pointers stand for at `line` is larger than they are, legend and tool included"""
+        return self.superseded_saved + self.masked(line) > self.fixed
+
+    def gain(self, line: int) -> int:
+        """tokens saved against the prompt without pointers (negative: they add tokens)"""
+        return self.masked(line) - self.cost
+
+    def line_for(self, lines: Sequence[int], over: int) -> int | None:
+        """The first of `lines` (least masking first) whose pointers save `over` tokens against
+        none, else the last if they save anything there, else None (no pointers)."""
+        gains = [self.gain(line) for line in lines]  # nondecreasing
+        at = bisect_left(gains, over)
+        if at < len(lines):
+            return lines[at]
+        return lines[-1] if gains[-1] > 0 else None
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ def test_changed_file_is_resent_and_the_old_context_superseded():
     sent = contexts_in(result.messages)
     assert [c["fingerprint"] for c in sent] == [edited.file.fingerprint]  # never the stale one
     assert sum(1 for m in thread.messages if m.kind == FILE_CONTEXT) == 2  # the old one stays stored …
-    assert result.pointers == ["[t1 a.py]"]  # … and the prompt points to it
-    assert "[t1 a.py]" in "".join(m.content for m in result.messages)
+    # … and a pointer to it would cost more than it saves (its legend), so the prompt has none
+    assert result.pointers == [] and "[t1 a.py]" not in "".join(m.content for m in result.messages)
 
 
 def test_file_dropped_by_the_budget_is_resent():

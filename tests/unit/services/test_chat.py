@@ -93,7 +93,7 @@ async def test_active_file_goes_as_hidden_context_and_is_not_resent_while_unchan
         "what is x?", "ok", "sure?", "ok"]
 
 
-async def test_edited_file_is_resent_and_the_stale_context_kept_behind_a_pointer(services, provider):
+async def test_edited_file_is_resent_and_the_stale_context_kept_but_not_shown(services, provider):
     services.app.files.open(A, "python", 1, "x = 1\n")
     await services.chat.chat(Ask("one", Where(A)))
     first = services.app.files.get(A).fingerprint
@@ -101,10 +101,37 @@ async def test_edited_file_is_resent_and_the_stale_context_kept_behind_a_pointer
     await services.chat.chat(Ask("two", Where(A)))
     sent = file_blocks(provider.requests[1])
     assert [b.text for b in sent] == ["x = 2\n"]  # the stale text is never sent again …
-    prompt = "\n".join(m.content for m in provider.requests[1].messages)
-    assert "[t1 a.py]" in prompt and "stands for content of an earlier turn" in provider.requests[1].messages[0].content
     hidden = [m for m in await stored(services) if m.hidden]
     assert [m.fingerprint for m in hidden] == [first, services.app.files.get(A).fingerprint]  # … but kept
+
+
+RENAMED = ("def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n",
+           "def plus(a, b):\n    return a + b\n\n\nprint(plus(1, 2))\n")
+
+
+async def test_a_pointer_is_not_shown_where_its_legend_and_tool_cost_more_than_it_saves(tmp_path):
+    """A two-turn chat over a five-line file renamed between the turns, at a 4096 window, with the
+    recall tool on offer: a pointer to the old snapshot (5 tokens) would bring the legend and the
+    tool's definition (~180), so the prompt has neither — and no more tokens than with pointers
+    turned off."""
+    totals = {}
+    for masking in (True, False):
+        provider = FakeProvider()
+        services = fake_services(tmp_path / str(masking), provider, MARGIN_DEFAULTS_CONTEXT_WINDOW="4096")
+        services.chat.masking = masking
+        try:
+            services.app.files.open(A, "python", 1, RENAMED[0])
+            await services.chat.chat(Ask("what does add do?", Where(A)))
+            services.app.files.change(A, 2, [TextChange(RENAMED[1], Range(Position(0, 0), Position(5, 0)))])
+            outcome = await services.chat.chat(Ask("and now?", Where(A)))
+            totals[masking] = outcome.budget.counted
+            if masking:
+                assert outcome.budget.section("pointers").tokens == 0 and outcome.budget.section("pointers").kept == 0
+                assert provider.requests[1].tools in (None, (), [])  # no recall tool without a pointer
+                assert "stands for content of an earlier turn" not in provider.requests[1].messages[0].content
+        finally:
+            await close(services)
+    assert totals[True] <= totals[False]
 
 
 async def test_selection_is_sent_with_the_message_and_history_shows_what_was_typed(services, provider):
