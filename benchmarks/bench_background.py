@@ -80,6 +80,14 @@ async def background(client) -> list[str]:
     return (await status(client))["background"]
 
 
+async def until_done(client) -> float:
+    """Seconds until `margin/status` lists no background work."""
+    started = time.perf_counter()
+    while await background(client):
+        await asyncio.sleep(0.2)
+    return time.perf_counter() - started
+
+
 async def grow_a_thread(client) -> int:
     """Chat turns until a summary is due; the turns it took."""
     from tests.e2e.lsp_client import request
@@ -170,10 +178,7 @@ async def run(tmp: Path, llama_root: str, files: int, references: bool) -> list[
             turns = await grow_a_thread(client)
             print(f"  a summary became due after {turns} chat turns")
             await type_under(client, proxy, summary, "summary", plain)
-            stopped = time.perf_counter()
-            while await background(client):
-                await asyncio.sleep(0.2)
-            print(f"  typing stopped; the summary that was due was written {time.perf_counter() - stopped:.1f} s later")
+            print(f"  typing stopped; the summary that was due was written {await until_done(client):.1f} s later")
         runs.append(summary)
 
         workspace = tmp / "big"
@@ -183,10 +188,7 @@ async def run(tmp: Path, llama_root: str, files: int, references: bool) -> list[
         index = Typing("index building")
         async with client_on(proxy.base_url, tmp / "index", workspace, MARGIN_RETRIEVAL="true") as client:
             await type_under(client, proxy, index, "index", workspace)
-            started = time.perf_counter()
-            while await background(client):
-                await asyncio.sleep(0.2)
-            print(f"  typing stopped; the index finished {time.perf_counter() - started:.1f} s later")
+            print(f"  typing stopped; the index finished {await until_done(client):.1f} s later")
         runs.append(index)
 
         if references:

@@ -24,8 +24,8 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 log = logging.getLogger(__name__)
 
-COMPLETION, REQUEST, SUMMARY, INDEXING = 0, 1, 2, 3
-"""the priorities, highest first"""
+COMPLETION, REQUEST = 0, 1
+"""the priorities of foreground work, highest first (summaries and indexing come after both)"""
 IDLE_PAUSE_S = 2.0
 """how long no completion or request must have run before a summary starts"""
 GIVE_WAY_S = 1.0
@@ -116,8 +116,3 @@ class BackgroundQueue:
             self.indexing_may_run.clear()
         if self._woken is not None:
             self._woken.set()
-
-    @property
-    def busy(self) -> bool:
-        """foreground work is running now"""
-        return self._active > 0

@@ -31,6 +31,19 @@ async def thread_messages(services):
     return await storage.run(lambda s: s.messages(thread.id))
 
 
+async def chat_until_a_summary_is_asked_for(services, gate: Gate) -> int:
+    """Chat turns until a summary reaches `gate`; the turns it took, each answered."""
+    asked = 0
+    while not gate.reached.is_set():
+        asked += 1
+        assert asked < 40, "no summary was ever asked for"
+        outcome = await services.chat.chat(Ask(f"question {asked} about value_{asked}", Where(A)))
+        assert outcome.reply.startswith(f"Reply {asked}:")  # each turn was answered …
+        while services.app.background and not gate.reached.is_set():
+            await asyncio.sleep(0.001)
+    return asked
+
+
 async def test_a_summary_is_made_in_the_background_and_replaces_the_turns_it_covers(tmp_path):
     provider = FakeProvider()
     gate = Gate()
@@ -49,14 +62,7 @@ async def test_a_summary_is_made_in_the_background_and_replaces_the_turns_it_cov
                              MARGIN_DEFAULTS_MAX_OUTPUT_TOKENS="256")
     try:
         services.app.files.open(A, "python", 1, "value = 1\n")
-        asked = 0
-        while not gate.reached.is_set():
-            asked += 1
-            assert asked < 40, "no summary was ever asked for"
-            outcome = await services.chat.chat(Ask(f"question {asked} about value_{asked}", Where(A)))
-            assert outcome.reply.startswith(f"Reply {asked}:")  # each turn was answered …
-            while services.app.background and not gate.reached.is_set():
-                await asyncio.sleep(0.001)
+        asked = await chat_until_a_summary_is_asked_for(services, gate)
         # … and a summary is being written after the last one. The user goes on: the request
         # stops it (a local model's window goes to the user) and is answered, not held up.
         outcome = await services.chat.chat(Ask("one more while it writes", Where(A)))
@@ -142,13 +148,7 @@ async def test_a_keystrokes_completion_stops_a_summary_which_is_written_once_typ
     completion = CompletionService(services.app)
     try:
         services.app.files.open(A, "python", 1, "value = \n")
-        asked = 0
-        while not gate.reached.is_set():
-            asked += 1
-            assert asked < 40, "no summary was ever asked for"
-            await services.chat.chat(Ask(f"question {asked} about value_{asked}", Where(A)))
-            while services.app.background and not gate.reached.is_set():
-                await asyncio.sleep(0.001)
+        await chat_until_a_summary_is_asked_for(services, gate)
         # A summary is being written; the user types and a completion is asked for.
         outcome = await completion.complete(CompletionRequest(A, Position(0, 8)))
         assert outcome.suggestion is not None and outcome.suggestion.text == "value_2"
