@@ -274,7 +274,8 @@ async def test_a_tokenizer_that_fails_answers_empty_with_a_log_line(fake, tmp_pa
     """The llama.cpp tokenizer failing (HTTP 500 from /tokenize): completion logged a crash with a
     traceback (found by the parameter fuzz); it is a failed completion like any other. (A server
     with no /tokenize at all is counted with the token bound: see below.)"""
-    fake.routes["/tokenize"] = [status(500, {"error": {"message": "tokenizer crashed"}})] * 4
+    # failing every time: how many counts the server makes before the completion's is not fixed
+    fake.routes["/tokenize"] = [status(500, {"error": {"message": "tokenizer crashed"}})] * 100
     log_file = tmp_path / "margin.log"
     async with start(fake, tmp_path, MARGIN_LOG_FILE=str(log_file), MARGIN_COMPLETION_TOKENIZER="llama.cpp") as client:
         open_doc(client, A, "def add(a, b):\n    return \n")

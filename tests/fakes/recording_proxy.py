@@ -36,6 +36,12 @@ class Exchange:
         return timings.get("prompt_n") if isinstance(timings, dict) else None
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Margin counts many texts at once (one /tokenize each): the default backlog of 5 let the
+    kernel drop connections under load, which the client saw as a server that hung up."""
+
+
 def joined_stream(text: str) -> dict[str, Any]:
     """An SSE answer as one: its text joined (chat `delta.content`, completions `text`, llama.cpp's
     own `content`), in the unstreamed shape of its kind, with the last `usage` and `timings`."""
@@ -111,7 +117,7 @@ class RecordingProxy:
                     sys.stderr.write(f"recording proxy: {method} {self.path} failed: {error!r}\n")
                     raise
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
