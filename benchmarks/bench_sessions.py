@@ -94,8 +94,12 @@ class Run:
     services: Any = None
 
 
-def flat(messages: list[dict[str, Any]]) -> str:
-    return "".join(f"\x00{m['role']}\x00{m['content']}" for m in messages)
+def flat(body: dict[str, Any]) -> str:
+    """A request as the prefix a backend's prompt cache matches: its tools (OpenAI's cache covers
+    them first; llama.cpp renders them into the prompt for a model that takes them), then its
+    messages."""
+    tools = json.dumps(body.get("tools", []), sort_keys=True)
+    return tools + "".join(f"\x00{m['role']}\x00{m['content']}" for m in body["messages"])
 
 
 async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
@@ -158,8 +162,8 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
                     budget, refused = outcome.budget, bool(outcome.not_sent)
                 while app.background:  # a summary being written
                     await asyncio.sleep(0.001)
-                prompt = flat(next((r["messages"] for r in reversed(fake.requests)
-                                    if not r["messages"][0]["content"].startswith("You keep the running summary")), []))
+                prompt = flat(next(r for r in reversed(fake.requests)
+                                   if not r["messages"][0]["content"].startswith("You keep the running summary")))
                 masked = budget.section("pointers")
                 run.turns.append(Turn(budget.counted, budget.limit, refused, budget.section("history").kept,
                                       max(0, masked.kept - 1), prompt))
@@ -200,17 +204,22 @@ def report(runs: list[Run]) -> None:
             kept = statistics.median(t.kept_turns for t in run.turns[-100:])
             reuse = statistics.mean(reused(a.prompt, b.prompt) for a, b in zip(run.turns, run.turns[1:]))
             shown = statistics.median(t.pointers for t in run.turns[-100:])
+            before = REUSE_BEFORE.get(window) if run.name == "pointers" else None
             print(f"  {run.name:12} {sent:>12,} {overflows:>10} {kept:>11} {reuse:>6.0%} {shown:>15}"
-                  + (f"  (reused before pointers had to pay their way: {REUSE_BEFORE:.0%})"
-                     if window == 4096 and run.name == "pointers" else ""))
+                  + (f"  (reused before: {before[0]:.0%}, {before[1]})" if before else ""))
+            if before and len(run.turns) == 300:  # the session the figure before was measured on
+                print(f"  {'':12} prompt reuse at least what it was: "
+                      f"{verdict(reuse, before[0], at_least=True, kind='exact', what=f'prompt reuse at {window}')}")
             if window == 4096:
                 assert overflows == 0 or run.name != "pointers", "overflow"
         print("  (history items kept — turns and file contexts — and pointers shown: medians over the last 100 turns; reused: mean share of each "
               "prompt's tokens that is the start of the one before)")
 
 
-REUSE_BEFORE = 0.22
-"""prompt reuse with pointers at 4096 before pointers had to pay their way (README, 2026-11-24)"""
+REUSE_BEFORE = {4096: (0.22, "when pointers were shown whether or not they paid"),
+                32768: (0.58, "when chat and edit-ops sent different system prompts and tools")}
+"""prompt reuse with pointers over the 300-turn session, as the README gave it before (2026-11-24 at
+4096; 2026-11-25 at 32768, both ways of masking then measured at 21%)"""
 SHORT = (2, 3, 4, 5)
 
 

@@ -358,9 +358,12 @@ def summary_answer(draw):
 
 PER_SERVER = 10
 """summary answers given to one server, one after another"""
+SERVERS = max(EXAMPLES // PER_SERVER, 3)
+"""CI's 30 answers: 3 servers; the full run's 1000: 100"""
 
 
-@settings(FUZZ, max_examples=max(EXAMPLES // PER_SERVER, 3))  # CI's 30: 3 servers; the full run's 1000: 100
+@pytest.mark.timeout(300 + 60 * SERVERS)  # each summary waits for the 2 s idle pause (services.background)
+@settings(FUZZ, max_examples=SERVERS)
 @given(answers=st.lists(summary_answer(), min_size=PER_SERVER, max_size=PER_SERVER))
 def test_summary_answers_through_the_server(tmp_path_factory, answers):
     """A small window, so every few turns a summary is asked for in the background; whatever

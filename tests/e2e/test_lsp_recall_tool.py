@@ -146,3 +146,41 @@ async def test_a_refusal_of_tools_is_remembered_and_the_turn_sent_without_them(f
         assert "Margin: Recall" in resent["messages"][0]["content"]
         await request(client, "margin/chat", {"message": "and now?", "textDocument": {"uri": A}})
         assert "tools" not in fake.requests[-1]  # not offered again
+
+
+async def test_edit_ops_in_the_thread_offer_the_same_tools_not_to_be_called_so_prompts_start_the_same(fake, tmp_path):
+    """Chat and edit-ops share the thread's system prompt, legend and tools (edit-ops with
+    `tool_choice: none`), so an edit-ops prompt starts with the chat prompt before it and the
+    backend's prompt cache holds across them; what edit-ops need goes after the request."""
+    async with start(fake, tmp_path) as client:
+        await two_versions(client, fake)
+        fake.script(reply("It gained `sep`."))
+        await request(client, "margin/chat", {"message": "what changed?", "textDocument": {"uri": A}})
+        chat = fake.requests[-1]
+        fake.script(reply(json.dumps({"assistant_message": "Done.", "ops": [
+            {"op": "replace", "target_file": "pkg/parser.py", "target": "match", "match": "    return text.split(sep)\n",
+             "content": "    return text.split(sep or None)\n"}]})))
+        result = await request(client, "margin/editOps", {"message": "default sep", "textDocument": {"uri": A}})
+        assert result["ops"], result
+        ops = fake.requests[-1]
+        assert chat["tools"] == ops["tools"] and chat["tool_choice"] == "auto" and ops["tool_choice"] == "none"
+        assert ops["response_format"]["type"] == "json_schema"
+        assert ops["messages"][:len(chat["messages"])] == chat["messages"]
+        assert ops["messages"][-1]["content"].startswith("default sep\n\n")
+        assert "assistant_message" in ops["messages"][-1]["content"]
+
+
+async def test_edit_ops_that_a_backend_refuses_for_their_tools_are_sent_again_without_them(fake, tmp_path):
+    refusal = {"error": {"message": "tools are not supported with response_format", "type": "BadRequestError",
+                         "code": 400}}
+    answer = json.dumps({"assistant_message": "Nothing to do.", "ops": []})
+    async with start(fake, tmp_path) as client:
+        await two_versions(client, fake)
+        fake.script(status(400, refusal), reply(answer), reply(answer))
+        result = await request(client, "margin/editOps", {"message": "tidy", "textDocument": {"uri": A}})
+        assert result["assistantMessage"] == "Nothing to do.", result
+        refused, resent = fake.requests[-2:]
+        assert "tools" in refused and "tools" not in resent
+        assert "Margin: Recall" in resent["messages"][0]["content"]
+        await request(client, "margin/editOps", {"message": "tidy again", "textDocument": {"uri": A}})
+        assert "tools" not in fake.requests[-1]  # not offered again

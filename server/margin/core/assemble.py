@@ -103,6 +103,9 @@ class ChatInput:
     snippet_share: float = 0.3
     """the share of the room the required parts leave that snippets may fill (more when the
     rest leaves room unused)"""
+    request: str = ""
+    """what this kind of request asks of the answer (the template's `[request]` fragments): sent
+    after the newest message, required"""
 
 
 MEMORIES_HEADING = "Facts the user asked you to remember:"
@@ -265,7 +268,8 @@ def assemble_chat(
                     for ref in chat.snippets if ref.file.uri in resend]  # most relevant first
         optional = tuple(Item(name, count(text)) for name, text in chat.optional_system)
         newest = count(chat.newest) + PER_MESSAGE_OVERHEAD
-        base = system_tokens + sum(i.tokens for i in instructions.items) + newest + framing_tokens
+        request = count(chat.request) + 1 if chat.request else 0  # and the blank line before it
+        base = system_tokens + sum(i.tokens for i in instructions.items) + newest + request + framing_tokens
         costs = pointers.Economy(shown, resend, latest, fixed, count, PER_MESSAGE_OVERHEAD) if chat.masking else None
         # Pointers are shown when they save more than they cost, or the room is needed.
         line = lines[0] if costs is not None and costs.pay(lines[0]) else None
@@ -300,7 +304,8 @@ def assemble_chat(
             Section("files", files, drop_reason="lower priority than the files kept"),
             Section("memories", memories, drop_reason="older than the memories kept"),
             Section("optional system", optional, drop_reason="optional fragment; the rest did not fit"),
-            Section("message", (Item("newest message", newest),), required=True),
+            Section("message", (Item("newest message", newest),)
+                    + ((Item("request instructions", request),) if request else ()), required=True),
         ]
         result = plan(sections, context_window=context_window, reserved_output=reserved_output,
                       tokenizer=tokenizer, exact=exact, framing_tokens=framing_tokens)
@@ -327,7 +332,7 @@ def assemble_chat(
     sent_snippets = [item.payload for item in result.section("snippets").kept][::-1]  # most relevant first
     sent_files = [item.payload for item in result.section("files").kept][::-1]  # priority order
     messages.extend(ChatMessage(CONTEXT_ROLE, blocks[ref.file.uri]) for ref in (*sent_snippets, *sent_files))
-    messages.append(ChatMessage("user", chat.newest))
+    messages.append(ChatMessage("user", f"{chat.newest}\n\n{chat.request}" if chat.request else chat.newest))
 
     new_contexts = [
         NewMessage(CONTEXT_ROLE, blocks[ref.file.uri], hidden=True, kind=FILE_CONTEXT,

@@ -1,7 +1,10 @@
 """Prompt templates: repo-owned text with code-owned fragments.
 
 A template file (`prompts/<id>.md`) is a list of fragments, each opened by a line `[required]`,
-`[optional: NAME]` or `[pointers]` (sent exactly when the prompt shows pointers: their legend).
+`[optional: NAME]`, `[pointers]` (sent exactly when the prompt shows pointers: their legend) or
+`[request]` (sent with the newest message, after it: what this kind of request asks of the
+answer, so that requests of several kinds in one thread share one system prompt, and the
+backend's prompt cache holds across them).
 `{{name}}` inside a fragment inserts a fragment owned by code, rendered
 from the same definitions the code checks against, so the prompt cannot drift from the code.
 Templates are read from `promptsDir` first, then from those shipped with Margin.
@@ -37,9 +40,11 @@ def _code_fragments() -> dict[str, str]:
 CODE_FRAGMENTS: dict[str, str] = _code_fragments()
 """Fragments owned by code, by placeholder name."""
 
-_HEADER = re.compile(r"^\[(required|optional|pointers)(?::\s*([A-Za-z0-9_.-]+))?\]\s*$")
+_HEADER = re.compile(r"^\[(required|optional|pointers|request)(?::\s*([A-Za-z0-9_.-]+))?\]\s*$")
 POINTERS = "pointers"
 """the name of the fragment sent when the prompt shows pointers"""
+REQUEST = "request"
+"""the name of the fragments sent with the newest message"""
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
 
 
@@ -66,7 +71,12 @@ class PromptTemplate:
 
     @property
     def optional(self) -> tuple[Fragment, ...]:
-        return tuple(f for f in self.fragments if not f.required and f.name != POINTERS)
+        return tuple(f for f in self.fragments if not f.required and f.name not in (POINTERS, REQUEST))
+
+    @property
+    def request(self) -> str:
+        """The `[request]` fragments, joined: sent after the newest message, never cut."""
+        return "\n\n".join(f.text for f in self.fragments if f.name == REQUEST and not f.required)
 
     @property
     def pointer_legend(self) -> str | None:
@@ -114,11 +124,12 @@ def parse_template(template_id: str, path: Path, text: str,
             kind, name = header.groups()
             if kind == "optional" and not name:
                 raise TemplateError(f"{path}: an optional fragment needs a name: [optional: NAME]")
-            if kind == POINTERS and name:
-                raise TemplateError(f"{path}: [pointers] takes no name")
-            if kind == "optional" and name == POINTERS:
-                raise TemplateError(f"{path}: '{POINTERS}' is the name of the [pointers] fragment")
-            current = (POINTERS if kind == POINTERS else name or f"required{len(fragments) + 1}", kind == "required")
+            if kind in (POINTERS, REQUEST) and name:
+                raise TemplateError(f"{path}: [{kind}] takes no name")
+            if kind == "optional" and name in (POINTERS, REQUEST):
+                raise TemplateError(f"{path}: '{name}' is the name of the [{name}] fragment")
+            current = (kind if kind in (POINTERS, REQUEST) else name or f"required{len(fragments) + 1}",
+                       kind == "required")
             lines = []
         else:
             lines.append(line)

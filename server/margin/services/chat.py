@@ -171,11 +171,12 @@ class ChatService:
 
     async def explain(self, ask: Ask, profile_name: str = PROFILE) -> Prepared:
         """What would be sent with `profile_name`, without calling a model."""
-        return await self.prepare(ask, await resolve_profile(self.app, profile_name), tools=profile_name == PROFILE)
+        return await self.prepare(ask, await resolve_profile(self.app, profile_name), tools=True)
 
     async def prepare(self, ask: Ask, profile: Profile, *, tools: bool = False) -> Prepared:
         """Everything up to the model call: thread, counts, the assembled prompt. `tools`: the
-        request may offer the `recall` tool (chat), where the backend takes tools."""
+        request may offer the `recall` tool, where the backend takes tools (chat, to call it;
+        edit-ops, not to: a thread's prompts then start the same, tools included)."""
         try:
             return await self._prepare(ask, profile, tools)
         except SystemPromptTooLarge as error:
@@ -201,9 +202,10 @@ class ChatService:
         chat = ChatInput(system, optional, history, newest, files, masking=self.masking,
                          render_pointer=self.render_pointer, instructions=rules.files, instructions_cut=rules.cut,
                          memories=memories, snippets=snippets,
-                         snippet_share=self.app.settings.current.globals.memory_share)
+                         snippet_share=self.app.settings.current.globals.memory_share,
+                         request=profile.template.request)
         known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
-        texts = [system, newest, *(t for _, t in optional), *(render(f) for f in files),
+        texts = [system, newest, chat.request, *(t for _, t in optional), *(render(f) for f in files),
                  *(m.content for m in history), *texts_to_count(chat)]
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         known.update(zip(missing, await counter.count_texts(missing)))

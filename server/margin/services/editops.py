@@ -30,7 +30,8 @@ from margin.core.where import Where
 from margin.services.app import MarginApp
 from margin.services.chat import Ask, ChatService, Prepared
 from margin.services.errors import RequestError
-from margin.services.profile import snapshot
+from margin.services.chat_tools import ToolsRefused
+from margin.services.profile import resolve_profile, snapshot
 from margin.services.structured import AnswerFailed, ask_json
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,16 @@ class EditOpsService:
         settings = snapshot(self.app, PROFILE)
         if not settings.enabled:
             return EditOpsOutcome(False, "Edit-ops are turned off: set chatOps.enabled to true to use them.")
-        try:
-            async with self.chat.turn(ask, PROFILE, settings) as prepared:
-                return await self._propose(ask, prepared)
+        try:  # offered the chat's tools, not to be called: the thread's prompts start the same
+            async with self.chat.turn(ask, PROFILE, settings, tools=True) as prepared:
+                try:
+                    return await self._propose(ask, prepared)
+                except ToolsRefused:  # remembered: prepared again without them, and sent once more
+                    log.info("edit-ops tools refused thread=%s", prepared.thread.id)
+                    self.app.backends.refused_tools(prepared.profile.settings)
+                    prepared = await self.chat.prepare(ask, await resolve_profile(self.app, PROFILE, settings),
+                                                       tools=True)
+                    return await self._propose(ask, prepared)
         except RequestError as error:  # busy, missing thread or template, a tokenizer that failed
             return EditOpsOutcome(True, str(error))
 
@@ -160,7 +168,8 @@ class EditOpsService:
         try:
             answer = await ask_json(prepared.profile, prepared.assembly.messages, ModelReply,
                                     schema_name="margin_edit_ops", described_as="the edit schema",
-                                    smaller="ask for a smaller change", retry="Try again, or rephrase the request.")
+                                    smaller="ask for a smaller change", retry="Try again, or rephrase the request.",
+                                    tools=prepared.assembly.tools)
             ops = [EditOp(op.op, uri_of.get(op.target_file, op.target_file), op.target, op.match, op.content)
                    for op in answer.ops]
             selection, cursor = _anchors(ask.where, seen, self.app.files.encoding)

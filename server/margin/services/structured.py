@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from margin.core.budget import Plan
 from margin.core.answer_schema import answer_schema
 from margin.core.editops import ReplyRejected, parse_answer
-from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError
+from margin.core.llm import BackendHTTPError, ChatMessage, ContextTooLarge, ProviderError
 from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter
+from margin.services.chat_tools import ToolsRefused, refuses_tools
 from margin.services.errors import RequestError
 from margin.services.profile import Profile
 
@@ -103,14 +104,22 @@ class AnswerFailed(RequestError):
 
 
 async def ask_text(profile: Profile, messages: Sequence[ChatMessage], *, smaller: str,
-                   response_format: dict | None = None, cut_is_usable: bool = False) -> str:
+                   response_format: dict | None = None, cut_is_usable: bool = False,
+                   tools: Sequence[dict[str, Any]] = ()) -> str:
     """Ask `profile`'s model (in `response_format`, when given) and return its whole answer; an
     answer cut off at maxOutputTokens is not used (`smaller` says how to ask for less) unless
-    `cut_is_usable` (code whose start is what matters, as in a completion)."""
+    `cut_is_usable` (code whose start is what matters, as in a completion). `tools` are offered
+    with `tool_choice: none` (the thread's chat offers them, and a prompt that starts the same
+    keeps the backend's prompt cache); ToolsRefused if the backend refuses them."""
     try:
-        reply = await profile.provider.complete(profile.request(messages, response_format))
+        reply = await profile.provider.complete(profile.request(messages, response_format, tools, "none"))
     except ContextTooLarge as error:
         raise AnswerFailed(str(error)) from None
+    except BackendHTTPError as error:
+        if tools and refuses_tools(error):
+            raise ToolsRefused() from None
+        log.warning("structured call failed profile=%s error=%s", profile.name, error.kind)
+        raise AnswerFailed(f"{error} Nothing was changed.") from None
     except ProviderError as error:
         log.warning("structured call failed profile=%s error=%s", profile.name, error.kind)
         raise AnswerFailed(f"{error} Nothing was changed.") from None
@@ -122,13 +131,13 @@ async def ask_text(profile: Profile, messages: Sequence[ChatMessage], *, smaller
 
 
 async def ask_json(profile: Profile, messages: Sequence[ChatMessage], answer: type[M], *, schema_name: str,
-                   described_as: str, smaller: str, retry: str) -> M:
+                   described_as: str, smaller: str, retry: str, tools: Sequence[dict[str, Any]] = ()) -> M:
     """Ask `profile`'s model for one JSON object following `answer`'s schema, and validate it.
 
     `schema_name` names the schema in `response_format`; `described_as` names it to a person
     ("the edit schema"); `smaller` says how to ask for less when the answer was cut off ("select
     less code"); `retry` ends the message of an answer that is not valid ("Try again.")."""
-    content = await ask_text(profile, messages, smaller=smaller, response_format={
+    content = await ask_text(profile, messages, smaller=smaller, tools=tools, response_format={
         "type": "json_schema", "json_schema": {"name": schema_name, "schema": answer_schema(answer)}})
     try:
         return parse_answer(answer, content, described_as)

@@ -28,6 +28,8 @@ def test_user_folder_comes_first_and_changes_are_picked_up(tmp_path):
     ("[optional]\nx\n", "needs a name"),
     ("[optional: a]\nx\n", "no [required] fragment"),
     ("stray\n[required]\nx\n", "text before the first"),
+    ("[required]\nx\n[request: a]\ny\n", "[request] takes no name"),
+    ("[required]\nx\n[optional: request]\ny\n", "'request' is the name of the [request] fragment"),
 ])
 def test_malformed_templates_are_named(tmp_path, text, problem):
     with pytest.raises(TemplateError) as caught:
@@ -38,3 +40,21 @@ def test_malformed_templates_are_named(tmp_path, text, problem):
 def test_missing_template_names_where_it_looked(tmp_path):
     with pytest.raises(TemplateError, match="no prompt template 'chat_v9'"):
         Templates(user_dir=tmp_path).load("chat_v9")
+
+
+def test_request_fragments_go_with_the_request_not_in_the_system_prompt(tmp_path):
+    template = parse_template("t", tmp_path / "t.md", "[required]\nSys.\n[request]\nAsk {{data_guard}}\n"
+                                                      "[optional: a]\nOpt.\n[request]\nMore.\n")
+    assert [f.text for f in template.required] == ["Sys."]
+    assert [f.name for f in template.optional] == ["a"]
+    assert template.request == f"Ask {DATA_GUARD}\n\nMore."
+    assert parse_template("t", tmp_path / "t.md", "[required]\nSys.\n").request == ""
+
+
+def test_chat_and_edit_ops_templates_share_their_system_prompt_word_for_word():
+    """They share a thread: a prompt of either starts as the other's did, so the backend's
+    prompt cache holds across them. What edit-ops need goes with the request."""
+    chat, ops = Templates().load("chat_v1"), Templates().load("chat_ops_v1")
+    system = [(f.name, f.text) for f in chat.fragments if f.name != "request"]
+    assert [(f.name, f.text) for f in ops.fragments if f.name != "request"] == system
+    assert chat.request == "" and "assistant_message" in ops.request and "`match`" in ops.request

@@ -51,8 +51,10 @@ async def test_a_valid_answer_becomes_ops_edits_and_fingerprints(services, provi
     assert sent.response_format == {"type": "json_schema",
                                     "json_schema": {"name": "margin_edit_ops", "schema": reply_json_schema()}}
     assert sent.max_tokens == outcome.budget.reserved_output == 2048  # chatOps' maxOutputTokens
-    assert sent.messages[0].role == "system"
-    assert json.dumps(reply_json_schema(), separators=(",", ":")) in sent.messages[0].content
+    assert sent.messages[0].role == "system"  # the thread's, as chat's: the schema goes with the request
+    last = sent.messages[-1].content
+    assert 0 <= last.index("make f return 2\n\n") < last.index(json.dumps(reply_json_schema(), separators=(",", ":")))
+    assert "assistant_message" not in sent.messages[0].content
     stored = await visible(services)
     assert [m.role for m in stored if not m.hidden] == ["user", "assistant"]
     assert stored[-1].meta["ops"][0]["target_file"] == "a.py"
