@@ -154,6 +154,24 @@ async def test_the_completion_menu_item_completes_the_word_up_to_the_auto_closed
     assert "max(values)" in item["documentation"]["value"]
 
 
+async def test_a_change_that_keeps_the_version_while_the_model_answers_drops_the_suggestion(fake, tmp_path):
+    """Found by the full parameter fuzz: a change sent with the version the document already had
+    (accepted: only a version going backwards is refused) shortened it while the model answered,
+    the suggestion was kept as if nothing had changed, and the menu item looked up a line that no
+    longer existed (InternalError). A suggestion is kept only for the very text it was made for."""
+    fake.script(reply("```python\nax(values)\n```", delay_s=3.0))
+    async with start(fake, tmp_path, init_options={"completionMenu": True}) as client:
+        open_doc(client, A, "values = [3, 1]\nbiggest = m\n\n\n")
+        asked = asyncio.ensure_future(ask(client, types.TEXT_DOCUMENT_COMPLETION,
+                                          {"textDocument": {"uri": A}, "position": {"line": 4, "character": 0}}))
+        await until(lambda: any("messages" in body for body in fake.requests))
+        change_doc(client, A, 1, (None, "x\n"))
+        result = await asked
+        status = await request(client, "margin/status", {})
+    assert result == {"isIncomplete": True, "items": []}
+    assert [f["version"] for f in status["files"]] == [1]
+
+
 SNIPPETS = types.ClientCapabilities(
     workspace=types.WorkspaceClientCapabilities(configuration=True),
     text_document=types.TextDocumentClientCapabilities(completion=types.CompletionClientCapabilities(

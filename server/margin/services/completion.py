@@ -201,8 +201,8 @@ class CompletionService:
                 del self._running[file.uri]
             if self._newest.get(file.uri) is mine:
                 del self._newest[file.uri]
-        current = self.app.files.get(file.uri)
-        if current is None or current.version != file.version:
+        current = self.app.files.get(file.uri)  # the very text asked about (a change may keep the version)
+        if current is None or current.text != file.text:
             return CompletionOutcome(None, outcome.route, outcome.budget, reason="the document changed meanwhile")
         if outcome.suggestion is not None:
             self.cache.store(file.uri, prefix, suffix, outcome.suggestion)

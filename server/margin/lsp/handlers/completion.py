@@ -95,7 +95,7 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
         return empty
     encoding = ls.app.files.encoding
     offset = file.offset_at(position, encoding)
-    typed = file.text[file.line_starts[position.line]:offset]
+    typed = file.text[file.line_starts[file.position_at(offset, encoding).line]:offset]  # on the line it is on
     word = _WORD.search(typed).group()  # type: ignore[union-attr]
     start = file.position_at(offset - len(word), encoding)
     suggestion, end = outcome.suggestion.text, outcome.range.end
