@@ -34,7 +34,8 @@ def test_a_restart_reuses_stored_files_whose_size_and_time_are_unchanged(tmp_pat
 
     store.path.write_bytes(b"not gzip")  # a damaged store is ignored, never fatal
     fresh, reused = _build(files, store)
-    assert reused == 0 and [h.file_id for h in fresh.search("gamma orcas2", limit=8, signals=None, exclude=())] == ["a.py"]
+    assert reused == 0
+    assert [h.file_id for h in fresh.search("gamma orcas2", limit=8, signals=None, exclude=())] == ["a.py"]
 
 
 def test_the_store_is_written_a_file_at_a_time_and_reads_back_whole(tmp_path):

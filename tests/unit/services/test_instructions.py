@@ -39,11 +39,11 @@ def test_the_files_from_the_folder_down_to_the_active_files_farthest_first(made)
                             ".margin/instructions.md": "Margin rule.", "pkg/deep/x.py": "x = 1\n",
                             "pkg/blank/AGENTS.md": "  \n"})
     found = instructions.find(ACTIVE)
-    assert [(f.file_id, f.text) for f in found] == [("AGENTS.md", "Root rule."), (".margin/instructions.md", "Margin rule."),
-                                                   ("pkg/AGENTS.md", "Package rule.")]
+    assert [(f.file_id, f.text) for f in found] == [
+        ("AGENTS.md", "Root rule."), (".margin/instructions.md", "Margin rule."), ("pkg/AGENTS.md", "Package rule.")]
     assert [f.distance for f in found] == sorted((f.distance for f in found), reverse=True)
-    assert texts(instructions, f"{WS}/pkg/blank/y.py") == {"AGENTS.md": "Root rule.", ".margin/instructions.md": "Margin rule.",
-                                                          "pkg/AGENTS.md": "Package rule."}  # a blank file is none
+    assert texts(instructions, f"{WS}/pkg/blank/y.py") == {  # a blank file is none
+        "AGENTS.md": "Root rule.", ".margin/instructions.md": "Margin rule.", "pkg/AGENTS.md": "Package rule."}
     assert texts(instructions, None) == {"AGENTS.md": "Root rule.", ".margin/instructions.md": "Margin rule."}
 
 
@@ -82,7 +82,8 @@ def test_nothing_that_leads_outside_the_folder_is_read(made):
 
 
 def test_binary_files_are_skipped_and_large_ones_read_up_to_the_limit(made):
-    instructions, files = made({"AGENTS.md": b"\x89PNG\r\n\0rule", ".github/copilot-instructions.md": "x" * (MAX_BYTES + 10)})
+    instructions, _ = made({"AGENTS.md": b"\x89PNG\r\n\0rule",
+                            ".github/copilot-instructions.md": "x" * (MAX_BYTES + 10)})
     found = texts(instructions)
     assert "AGENTS.md" not in found
     assert found[".github/copilot-instructions.md"] == "x" * MAX_BYTES

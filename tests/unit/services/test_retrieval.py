@@ -114,7 +114,8 @@ async def test_a_restart_takes_over_kept_files_whose_stamp_is_unchanged_without_
     again = apps(ws)
     await again.indexed(MAIN)
     assert ws.files.reads == ["b.py"]  # the only file read: its stamp changed
-    assert ws.store.saves == 2 and ws.store.kept["b.py"].fingerprint == fingerprint("def beta_changed():\n    return 1\n")
+    assert ws.store.saves == 2
+    assert ws.store.kept["b.py"].fingerprint == fingerprint("def beta_changed():\n    return 1\n")
     assert await snippets(again, "alpha walrus") == ["a.py"]
     assert await snippets(again, "beta changed") == ["b.py"]
 
@@ -187,10 +188,10 @@ def test_building_and_storing_the_index_wait_between_files_while_other_work_runs
 def test_a_buffers_text_is_never_kept_as_the_files_on_disk():
     """The stamp says which text is indexed: a file put from a buffer with other text is not
     kept (the next start reads it from disk), one put with the same text still is."""
-    store = FakeIndexStore()
+    store, files = FakeIndexStore(), FakeFolderFiles({"a.py": "a.py = 1\n", "b.py": "b.py = 1\n"})
     rebuild = store.rebuild()
     for name in ("a.py", "b.py"):
-        rebuild.put(name, f"{name} = 1\n", fingerprint(f"{name} = 1\n"), FakeFolderFiles({name: f"{name} = 1\n"}).stamps[name])
+        rebuild.put(name, f"{name} = 1\n", fingerprint(f"{name} = 1\n"), files.stamps[name])
     index = rebuild.finish()
     assert isinstance(index, MemoryIndex)
     index.put("a.py", "a.py = 2\n", fingerprint("a.py = 2\n"))  # unsaved edits
