@@ -148,9 +148,11 @@ async def beside_generation(root_url: str, prompt: str, stop: asyncio.Event) -> 
 
 def index_forever(root: str, stop: Any) -> None:
     """Another process indexing `root` again and again until `stop` (no giving way)."""
+    from margin.core.index_store import NoStoredIndex
     from margin.services.retrieval import _build
+    from margin.wiring import make_folder_files
     while not stop.is_set():
-        _build(Path(root), None)
+        _build(make_folder_files(Path(root)), NoStoredIndex())
 
 
 def write_workspace(folder: Path, files: int) -> None:

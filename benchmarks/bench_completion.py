@@ -83,7 +83,7 @@ from margin.core.llm import NotSupported  # noqa: E402
 from margin.core.vfs import Position, Range, TextChange  # noqa: E402
 from margin.services.app import MarginApp  # noqa: E402
 from margin.services.completion import CompletionRequest, CompletionService  # noqa: E402
-from margin.wiring import make_server_counter, make_provider  # noqa: E402
+from margin.wiring import LOCAL_WORKSPACE, make_server_counter, make_provider  # noqa: E402
 from tests.conftest import LLAMA_CONTEXT, running_llama_server  # noqa: E402
 from tests.fakes.fake_openai import FakeBackend, hang, reply  # noqa: E402
 from tests.fakes.fake_provider import WS, FakeProvider, answer, fake_app  # noqa: E402
@@ -289,7 +289,7 @@ async def server_times_http(tmp: Path) -> tuple[Bench, int, int, int]:
 
     env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp / "http.db"),
            "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base"}
-    app = MarginApp.create(recording_provider, make_server_counter, SQLiteThreadStore, env)
+    app = MarginApp.create(recording_provider, make_server_counter, SQLiteThreadStore, env, LOCAL_WORKSPACE)
     app.workspace.folders = lambda: [WS]
     async with httpx.AsyncClient(timeout=30) as bare:
 

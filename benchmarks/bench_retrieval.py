@@ -14,7 +14,7 @@ Targets:
   includes the allocator's fragmentation and the tokeniser's word cache, but can understate if
   the allocator reuses memory freed earlier), and the sum of `sys.getsizeof` over every object
   reachable from the index (exact for the objects, without allocator overhead);
-- its store, as the server writes it (`services/retrieval.py`: one JSON document of every
+- its store, as the server writes it (`adapters/index_file.py`: one JSON document of every
   file's `export_file` with its size, mtime and fingerprint, gzipped at level 3) <= 40 MB.
 
 The generated workspace is deterministic (seeded RNG): 10,000 Python-like files whose sizes

@@ -53,7 +53,7 @@ from margin.core.where import Where  # noqa: E402
 from margin.services.app import MarginApp  # noqa: E402
 from margin.services.chat import Ask  # noqa: E402
 from margin.services.registry import Services  # noqa: E402
-from margin.wiring import make_server_counter, make_provider  # noqa: E402
+from margin.wiring import LOCAL_WORKSPACE, make_server_counter, make_provider  # noqa: E402
 from tests.fakes.fake_openai import FakeBackend, reply  # noqa: E402
 
 WS = "file:///ws"
@@ -116,7 +116,7 @@ async def session(name: str, window: int, turns: int, tmp: Path) -> Run:
         # work after a turn is waited for before the next turn is scripted).
         fake.default = reply("Notes: the user moves between the eight modules asking how each uses another; "
                              "edits mark lines with '# edited in turn N'; pending: nothing. " * 6)
-        app = MarginApp.create(make_provider, make_server_counter, SQLiteThreadStore, env)
+        app = MarginApp.create(make_provider, make_server_counter, SQLiteThreadStore, env, LOCAL_WORKSPACE)
         app.workspace.folders = lambda: [WS]
         app.queue.idle_pause_s = 0.0  # no one types here: a summary may start as soon as it is due
         services = Services.over(app)

@@ -47,7 +47,7 @@ from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
 from margin.core.vfs import Position  # noqa: E402
 from margin.services.app import MarginApp  # noqa: E402
 from margin.services.completion import CompletionRequest, CompletionService  # noqa: E402
-from margin.wiring import make_provider, make_server_counter  # noqa: E402
+from margin.wiring import LOCAL_WORKSPACE, make_provider, make_server_counter  # noqa: E402
 from tests.conftest import running_llama_server  # noqa: E402
 
 BUNDLE = Path("/work/shared/data/httpx.bundle")
@@ -120,7 +120,7 @@ def sort_answer(hole: Hole, suggestion: str | None) -> str:
 async def run_format(base_url: str, holes: list[Hole], answer_format: str, tmp: Path) -> list[dict]:
     env = {"MARGIN_DEFAULTS_BASE_URL": base_url, "MARGIN_DATABASE": str(tmp / f"{answer_format}.db"),
            "MARGIN_COMPLETION_TIMEOUT_S": "600", "MARGIN_SETTINGS": str(tmp / "none.json")}
-    app = MarginApp.create(make_provider, make_server_counter, SQLiteThreadStore, env)
+    app = MarginApp.create(make_provider, make_server_counter, SQLiteThreadStore, env, LOCAL_WORKSPACE)
     service = CompletionService(app)
     service.answer_format = answer_format  # type: ignore[assignment]
     results = []

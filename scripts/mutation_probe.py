@@ -53,7 +53,7 @@ MUTANTS = (
            (("self.api_key(profile).send and profile.api_key_env else None",
              'self.api_key(profile).send and profile.api_key_env else self._environ.get("OPENAI_API_KEY")'),),
            ("tests/unit/services/test_backends.py",)),
-    Mutant("git runs a repository's programs", "services/retrieval.py",
+    Mutant("git runs a repository's programs", "adapters/git_cli.py",
            (('GIT_NO_PROGRAMS = ("-c", "log.showSignature=false", "-c", "core.fsmonitor=false")',
              "GIT_NO_PROGRAMS = ()"),),
            ("tests/e2e/test_lsp_retrieval.py::test_a_repository_config_cannot_make_git_run_a_program",)),

@@ -1,5 +1,6 @@
 """The composition root: real adapters plugged into the services. The adapters (httpx,
-aiosqlite) are imported when first used, not when the app is built (margin.deferred)."""
+aiosqlite, pathspec, git) are imported when first used, not when the app is built
+(margin.deferred)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from margin import deferred
+from margin.core.workspace_access import WorkspaceAccess
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
@@ -15,10 +17,16 @@ if TYPE_CHECKING:
     from margin.core.tokens.choice import TokenizerChoice
     from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
     from margin.adapters.sqlite_store import SQLiteThreadStore
+    from margin.adapters.git_cli import GitCommandHistory
+    from margin.adapters.index_file import GzipIndexStore
+    from margin.adapters.local_files import LocalFolderFiles
 
 openai_http = deferred.module("margin.adapters.openai_http")
 llama_tokens = deferred.module("margin.adapters.llama_tokens")
 sqlite_store = deferred.module("margin.adapters.sqlite_store")
+local_files = deferred.module("margin.adapters.local_files")
+git_cli = deferred.module("margin.adapters.git_cli")
+index_file = deferred.module("margin.adapters.index_file")
 
 
 def make_provider(base_url: str, timeout_s: float, api_key: str | None,
@@ -39,6 +47,22 @@ def make_store(path: Path) -> SQLiteThreadStore:
     return sqlite_store.SQLiteThreadStore(path)
 
 
+def make_folder_files(root: Path) -> LocalFolderFiles:
+    return local_files.LocalFolderFiles(root)
+
+
+def make_git_history(root: Path) -> GitCommandHistory:
+    return git_cli.GitCommandHistory(root)
+
+
+def make_index_store(folder: str, directory: Path) -> GzipIndexStore:
+    return index_file.GzipIndexStore(folder, directory)
+
+
+LOCAL_WORKSPACE = WorkspaceAccess(make_folder_files, make_git_history, make_index_store)
+"""the workspace folders on the local disk, read directly and with the `git` program"""
+
+
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
     return MarginApp.create(make_provider, make_server_counter, make_store,
-                            os.environ if environ is None else environ)
+                            os.environ if environ is None else environ, LOCAL_WORKSPACE)

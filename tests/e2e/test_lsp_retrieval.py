@@ -208,17 +208,6 @@ async def test_the_file_system_root_is_not_indexed_and_the_user_is_told(fake, tm
     assert snippets_of(explained)["kept"] == 0
 
 
-def test_the_home_folder_is_not_one_to_index(tmp_path, monkeypatch):
-    from margin.services.workspace import why_not_indexed
-
-    monkeypatch.setenv("HOME", str(tmp_path))
-    assert why_not_indexed(tmp_path) == "it is your home folder"
-    assert why_not_indexed(tmp_path / ".." / tmp_path.name) == "it is your home folder"
-    (tmp_path / "project").mkdir()
-    assert why_not_indexed(tmp_path / "project") is None
-    assert why_not_indexed(Path("/")) == "it is the file system's root"
-
-
 async def test_a_repository_config_cannot_make_git_run_a_program(fake, tmp_path):
     """`.git/config` comes with a repository shared as an archive or a folder: `log.showSignature`
     with `gpg.program` made `git log` run a program of its choosing, `core.fsmonitor` any command

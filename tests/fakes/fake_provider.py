@@ -47,7 +47,8 @@ from margin.core.tokens.counter import LocalCounter
 from margin.services.app import MarginApp
 from margin.services.registry import Services
 from margin.services.tokenizers import Tokenizers
-from margin.wiring import make_server_counter
+from margin.core.workspace_access import WorkspaceAccess
+from margin.wiring import LOCAL_WORKSPACE, make_server_counter
 
 WS = "file:///ws"
 BASE_URL = "http://fake-provider.invalid/v1"
@@ -220,23 +221,26 @@ IDLE_PAUSE_S = 0.05
 """the pause before background work here (services.background): short, as no one is typing"""
 
 
-def fake_app(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (WS,), **env: str) -> MarginApp:
-    """A MarginApp on `provider`, the real SQLite thread store (a file in `tmp_path`) and the
-    real tokenizers (tiktoken:o200k_base for every profile unless `env` says otherwise; see
-    `ProcessTokenizers`). `env` is the whole environment besides those defaults (MARGIN_...
-    variables)."""
+def fake_app(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (WS,), *,
+             workspace_access: WorkspaceAccess = LOCAL_WORKSPACE, **env: str) -> MarginApp:
+    """A MarginApp on `provider`, the real SQLite thread store (a file in `tmp_path`), the real
+    tokenizers (tiktoken:o200k_base for every profile unless `env` says otherwise; see
+    `ProcessTokenizers`) and the local disk's workspace folders unless `workspace_access` says
+    otherwise (tests.fakes.workspace). `env` is the whole environment besides those defaults
+    (MARGIN_... variables)."""
     environ = {"MARGIN_DEFAULTS_BASE_URL": BASE_URL, "MARGIN_DATABASE": str(tmp_path / "threads.db"),
                "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", **env}
-    app = MarginApp.create(provider.factory, make_server_counter, SQLiteThreadStore, environ)
+    app = MarginApp.create(provider.factory, make_server_counter, SQLiteThreadStore, environ, workspace_access)
     app.tokenizers = ProcessTokenizers(make_server_counter)
     app.workspace.folders = lambda: list(folders)
     app.queue.idle_pause_s = IDLE_PAUSE_S
     return app
 
 
-def fake_services(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (WS,), **env: str) -> Services:
+def fake_services(tmp_path: Path, provider: FakeProvider, folders: Sequence[str] = (WS,), *,
+                  workspace_access: WorkspaceAccess = LOCAL_WORKSPACE, **env: str) -> Services:
     """Every use case over `fake_app(...)`. Close with `await close(services)`."""
-    return Services.over(fake_app(tmp_path, provider, folders, **env))
+    return Services.over(fake_app(tmp_path, provider, folders, workspace_access=workspace_access, **env))
 
 
 async def close(services: Services | MarginApp) -> None:

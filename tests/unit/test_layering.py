@@ -1,5 +1,6 @@
-"""core/ stays pure: nothing under server/margin/core imports pygls, lsprotocol, httpx or
-aiosqlite, directly or through anything it imports."""
+"""The layers stay apart: nothing under server/margin/core imports pygls, lsprotocol, httpx or
+aiosqlite, directly or through anything it imports; nothing under server/margin/services
+imports an adapter (the composition root, margin.wiring, plugs them in)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,40 @@ def test_no_core_source_file_names_an_adapter_library():
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
     assert offenders == []
+
+
+def imported_names(path: Path) -> list[str]:
+    """The modules a source file imports: `import` statements, and the names given to
+    `deferred.module(...)` or `importlib.import_module(...)`."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) \
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("module", "import_module"):
+            names.append(node.args[0].value)
+    return names
+
+
+def test_no_service_imports_an_adapter():
+    """Services reach outside things through ports (core); margin.wiring plugs the adapters in."""
+    services = CORE.parent / "services"
+    offenders = [f"{path.name}: {name}" for path in sorted(services.rglob("*.py")) for name in imported_names(path)
+                 if name == "margin.adapters" or name.startswith("margin.adapters.")]
+    assert offenders == []
+
+
+def test_the_adapter_import_check_sees_every_way_of_importing(tmp_path):
+    source = tmp_path / "service.py"
+    source.write_text("import margin.adapters.sqlite_store\nfrom margin import adapters\n"
+                      "from margin.adapters.local_files import LocalFolderFiles\n"
+                      "from margin import deferred\nscan = deferred.module('margin.adapters.workspace_scan')\n")
+    assert [n for n in imported_names(source) if n.startswith("margin.adapters")] == [
+        "margin.adapters.sqlite_store", "margin.adapters", "margin.adapters.local_files",
+        "margin.adapters.local_files.LocalFolderFiles", "margin.adapters.workspace_scan"]
 
 
 MAX_MODULE_LINES = 400

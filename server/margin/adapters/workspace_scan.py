@@ -1,37 +1,27 @@
-"""The workspace's files as retrieval sees them: every text file under a folder that git would
-not ignore, read safely.
+"""Which of a workspace folder's files retrieval may index: every file under it that git would
+not ignore.
 
 Skipped: what `.gitignore` files ignore (the folder's own and nested ones, with git's rules, by
 pathspec) and `.git/info/exclude`; the `.git` folder; symlinks (a symlinked file or folder may
-lead outside the workspace, and is never followed); files over MAX_FILE_BYTES; binary files (a
-NUL byte in their first 8 KiB). A scan stops after MAX_FILES files and says so.
+lead outside the workspace, and is never followed); files over MAX_FILE_BYTES (binary files are
+left out when read: core.workspace_files). A scan stops after MAX_FILES files and says so.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pathspec
 
+from margin.core.workspace_files import MAX_FILE_BYTES, FoundFile, Stamp
+
 log = logging.getLogger(__name__)
 
-MAX_FILE_BYTES = 512 * 1024
 MAX_FILES = 50_000
-SNIFF_BYTES = 8192
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
-
-
-@dataclass(frozen=True)
-class FoundFile:
-    file_id: str
-    """the path relative to the scanned folder, with '/'"""
-    path: Path
-    size: int
-    mtime_ns: int
 
 
 class _Ignores:
@@ -117,16 +107,4 @@ def scan(root: Path) -> Iterator[FoundFile]:
             if found > MAX_FILES:
                 log.warning("workspace scan stopped files=%d", MAX_FILES)
                 return
-            yield FoundFile(file_id, Path(entry.path), stat.st_size, stat.st_mtime_ns)
-
-
-def read_text(path: Path) -> str | None:
-    """The file's text, or None when it cannot be read, is too large or is binary."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_FILE_BYTES or b"\0" in data[:SNIFF_BYTES]:
-        return None
-    return data.decode("utf-8", errors="replace")
+            yield FoundFile(file_id, Stamp(stat.st_size, stat.st_mtime_ns))

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from margin.core.prompts import Templates
     from margin.core.settings_state import SettingsState
     from margin.core.threads import FileContextRepository, ThreadStore
+    from margin.core.workspace_access import WorkspaceAccess
     from margin.services.backends import Backends, ProviderFactory
     from margin.services.completion_routes import RouteMemory
     from margin.services.thread_storage import ThreadStorage
@@ -54,6 +55,8 @@ class MarginApp:
     make_server_counter: ServerCounterFactory
     make_store: Callable[[Path], ThreadStore]
     environ: Mapping[str, str]
+    workspace_access: WorkspaceAccess
+    """the workspace folders' files, git history and stored indexes (retrieval, instruction files)"""
     files: VirtualFileStore = field(default_factory=VirtualFileStore)
     workspace: Workspace = field(default_factory=Workspace)
     file_contexts: Callable[[ThreadStore], FileContextRepository] = _message_file_contexts
@@ -81,9 +84,10 @@ class MarginApp:
         make_server_counter: ServerCounterFactory,
         make_store: Callable[[Path], ThreadStore],
         environ: Mapping[str, str],
+        workspace_access: WorkspaceAccess,
     ) -> MarginApp:
         return cls(make_provider=make_provider, make_server_counter=make_server_counter, make_store=make_store,
-                   environ=environ)
+                   environ=environ, workspace_access=workspace_access)
 
     @cached_property
     def settings(self) -> SettingsState:

@@ -1,18 +1,19 @@
 """Project instruction files read for a prompt: from the editor's buffer when the file is open,
-else from disk, checked for changes on every request by a cheap stat (size and modification
-time) and read again only when they changed. Only files inside the workspace folder are read: a
-path, or a symlink anywhere on it, that leads outside is skipped."""
+else from the workspace folder's files (core.workspace_files), checked for changes on every
+request by their stamp (size and modification time) and read again only when it changed. Only
+files inside the workspace folder are read: a path, or a symlink anywhere on it, that leads
+outside is skipped."""
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from margin.core import instructions as rules
 from margin.core.instructions import InstructionFile
 from margin.core.tokens.counter import TokenCounter
+from margin.core.workspace_files import FolderFiles, Stamp
 from margin.services.app import MarginApp
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,8 @@ class Instructions:
 @dataclass
 class InstructionFiles:
     app: MarginApp
-    _disk: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict)
-    """path → (size, mtime_ns, text or None when unreadable): read again when either changes"""
+    _disk: dict[Path, tuple[Stamp, str | None]] = field(default_factory=dict)
+    """path → (stamp, text or None when unreadable): read again when the stamp changes"""
 
     def find(self, text_document: str | None) -> list[InstructionFile]:
         """The instruction files for a prompt about `text_document`, farthest first."""
@@ -45,9 +46,9 @@ class InstructionFiles:
         active = workspace.file_id(text_document) if text_document else None
         if active == text_document:  # outside every workspace folder: the workspace folder's own
             active = None
-        found = []
+        found, files = [], self.app.workspace_access.files(root)
         for place in rules.candidates(settings.instruction_files, rules.folders_between(active)):
-            text = self._text(root, root / place.file_id)
+            text = self._text(root, files, place.file_id)
             if text is not None and text.strip():
                 found.append(InstructionFile(place.file_id, text, place.distance, place.rank))
         return found
@@ -63,41 +64,28 @@ class InstructionFiles:
             log.info("instructions over their cap files=%d cut=%d", len(files), len(cut))
         return Instructions(tuple(kept), tuple(c.describe() for c in cut))
 
-    def _text(self, root: Path, path: Path) -> str | None:
-        if not inside(root, path):
+    def _text(self, root: Path, files: FolderFiles, file_id: str) -> str | None:
+        if not files.inside(file_id):
             log.info("instruction file skipped: it leads outside the workspace")
             return None
+        path = root / file_id
         if (open_file := self.app.files.get(path.as_uri())) is not None:
             return open_file.text
-        try:
-            stat = path.stat()
-        except OSError:
+        stamp = files.stamp(file_id)
+        if stamp is None:
             self._disk.pop(path, None)
             return None
         known = self._disk.get(path)
-        if known is not None and known[:2] == (stat.st_size, stat.st_mtime_ns):
-            return known[2]
-        text = _read(path)
-        self._disk[path] = (stat.st_size, stat.st_mtime_ns, text)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        text = _text_of(files.read(file_id, MAX_BYTES))
+        self._disk[path] = (stamp, text)
         return text
 
 
-def inside(root: Path, path: Path) -> bool:
-    """Whether `path` is inside `root` once every symlink on the way is resolved."""
-    real_root, real = os.path.realpath(root), os.path.realpath(path)
-    try:
-        return os.path.commonpath([real_root, real]) == real_root
-    except ValueError:
-        return False
-
-
-def _read(path: Path) -> str | None:
-    """The file's text (up to MAX_BYTES); None for a folder, an unreadable or a binary file."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES)
-    except OSError:
-        return None
-    if b"\0" in data:
+def _text_of(data: bytes | None) -> str | None:
+    """An instruction file's text from its first MAX_BYTES; None for a folder, an unreadable or
+    a binary file."""
+    if data is None or b"\0" in data:
         return None
     return data.decode("utf-8", errors="replace")

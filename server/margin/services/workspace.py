@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import unquote, urlsplit
@@ -44,19 +43,3 @@ def path_of(uri: str) -> Path | None:
         return None
     return Path(request.url2pathname(unquote(parts.path)))
 
-
-def why_not_indexed(root: Path) -> str | None:
-    """Why a workspace folder is not one to index (read every file of), or None when it is: the
-    file system's root, the home folder itself (both would take in every project and secret
-    below them, slowly), or a folder the user cannot write (a system's or another user's)."""
-    try:
-        resolved = root.resolve()
-    except OSError:
-        return "it cannot be read"
-    if resolved == Path(resolved.anchor):
-        return "it is the file system's root"
-    if resolved == Path.home().resolve():
-        return "it is your home folder"
-    if not os.access(resolved, os.W_OK):
-        return "you cannot write to it (a system folder, or another user's)"
-    return None

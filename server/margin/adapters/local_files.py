@@ -1,0 +1,67 @@
+"""A workspace folder's files on the local disk (core.workspace_files.FolderFiles): the scan of
+adapters.workspace_scan, stamps from `stat`, bounded reads, and whether a path stays inside the
+folder once its symlinks are resolved."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+from margin.adapters import workspace_scan
+from margin.core.workspace_files import FoundFile, Stamp
+
+
+class LocalFolderFiles:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def is_folder(self) -> bool:
+        return self.root.is_dir()
+
+    def why_not_indexed(self) -> str | None:
+        return why_not_indexed(self.root)
+
+    def scan(self) -> Iterator[FoundFile]:
+        return workspace_scan.scan(self.root)
+
+    def indexable(self, file_id: str) -> bool:
+        return workspace_scan.indexable(self.root, file_id)
+
+    def stamp(self, file_id: str) -> Stamp | None:
+        try:
+            stat = (self.root / file_id).stat()
+        except OSError:
+            return None
+        return Stamp(stat.st_size, stat.st_mtime_ns)
+
+    def read(self, file_id: str, limit: int) -> bytes | None:
+        try:
+            with open(self.root / file_id, "rb") as handle:
+                return handle.read(limit)
+        except OSError:
+            return None
+
+    def inside(self, file_id: str) -> bool:
+        real_root, real = os.path.realpath(self.root), os.path.realpath(self.root / file_id)
+        try:
+            return os.path.commonpath([real_root, real]) == real_root
+        except ValueError:
+            return False
+
+
+def why_not_indexed(root: Path) -> str | None:
+    """Why a workspace folder is not one to index (read every file of), or None when it is: the
+    file system's root, the home folder itself (both would take in every project and secret
+    below them, slowly), or a folder the user cannot write (a system's or another user's)."""
+    try:
+        resolved = root.resolve()
+    except OSError:
+        return "it cannot be read"
+    if resolved == Path(resolved.anchor):
+        return "it is the file system's root"
+    if resolved == Path.home().resolve():
+        return "it is your home folder"
+    if not os.access(resolved, os.W_OK):
+        return "you cannot write to it (a system folder, or another user's)"
+    return None
