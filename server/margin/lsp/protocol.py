@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from cattrs.errors import BaseValidationError
 from cattrs.v import transform_error
@@ -27,17 +27,15 @@ from pygls.exceptions import (
     JsonRpcParseError,
     JsonRpcRequestCancelled,
 )
-from pygls.protocol import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    LanguageServerProtocol,
-    default_converter,
-    lsp_method,
-)
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, default_converter
 
 from margin import logs
 from margin.core.vfs import PositionEncoding, choose_position_encoding
+from margin.lsp.pygls_private import HookedProtocol, out_of_range, wire_name
 from margin.lsp.transport import top_level
+
+if TYPE_CHECKING:
+    from margin.lsp.server import MarginLanguageServer
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +105,6 @@ class ClientWriter:
 
 
 _PATH_PART = re.compile(r"\.([A-Za-z_]\w*)|\[(\d+)\]")
-_OUT_OF_RANGE = re.compile(r"^\w+\.(\w+) (should be in range \[[-\d]+:\d+\])")
 
 
 MAX_PROBLEMS = 10
@@ -132,60 +129,45 @@ def _whole_characters(value: Any) -> Any:
     return value
 
 
-def _camel(name: str) -> str:
-    """A field's name on the wire (lsprotocol's own renaming of its attributes)."""
-    parts = name.removesuffix("_").split("_")
-    return parts[0] + "".join(p.title() for p in parts[1:])
-
-
 def unreadable_fields(error: Exception) -> str:
     """Why lsprotocol could not read a message's params, each problem named by its field's
     path on the wire (`range.start.line: should be in range [0:2147483647]`)."""
     if not isinstance(error, BaseValidationError):
         return f"params: could not be read ({type(error).__name__})"
-    out_of_range = list(_out_of_range(error))
+    ranges = list(out_of_range(error))
     problems = []
     lines = transform_error(error)
     for line in lines[:MAX_PROBLEMS]:
         what, _, where = line.rpartition(" @ ")
-        path = [_camel(name) if name else index for name, index in _PATH_PART.findall(where.removeprefix("$"))]
+        path = [wire_name(name) if name else index for name, index in _PATH_PART.findall(where.removeprefix("$"))]
         if path[:1] == ["params"]:
             path = path[1:]
-        if what == "invalid value" and out_of_range:  # a validator's: lsprotocol's integer ranges
-            field, what = out_of_range.pop(0)
-            path.append(_camel(field))
+        if what == "invalid value" and ranges:  # a validator's: lsprotocol's integer ranges
+            field, what = ranges.pop(0)
+            path.append(wire_name(field))
         problems.append(f"{'.'.join(path) or 'params'}: {what}")
     if len(lines) > MAX_PROBLEMS:
         problems.append(f"and {len(lines) - MAX_PROBLEMS} more")
     return "; ".join(problems)
 
 
-def _out_of_range(error: BaseException) -> Iterator[tuple[str, str]]:
-    """The field and the rule of each range check that failed, in the order cattrs lists them."""
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _out_of_range(inner)
-    elif isinstance(error, ValueError) and (found := _OUT_OF_RANGE.match(str(error))) is not None:
-        yield found.group(1), found.group(2)
-
-
-class MarginProtocol(LanguageServerProtocol):
+class MarginProtocol(HookedProtocol):
     """pygls' protocol with Margin's position-encoding choice, without pygls' own copy of open
-    documents, quiet when the client goes away, and with metadata-only logs of failed requests."""
+    documents (lsp/pygls_private.py), quiet when the client goes away, and with metadata-only
+    logs of failed requests."""
 
     position_encoding: PositionEncoding = PositionEncoding.UTF16
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._methods: dict[Any, str] = {}
-        """the method of each request still running, for its log line"""
+    @property
+    def server(self) -> MarginLanguageServer:
+        return cast("MarginLanguageServer", self.language_server)
 
     def set_writer(self, writer: Any, include_headers: bool = True) -> None:
         super().set_writer(ClientWriter(writer, self._client_gone), include_headers)
 
     def _client_gone(self) -> None:
         log.info("the client closed the connection; stopping")
-        self._server.shutdown()
+        self.server.shutdown()
 
     # --- reading each message ------------------------------------------------------------------
 
@@ -211,7 +193,7 @@ class MarginProtocol(LanguageServerProtocol):
         when the body is not JSON and no id is found. A notification is dropped with a log line."""
         found = top_level(body, ("id", "method"))
         method = found.get("method")
-        shown = method if isinstance(method, str) and self._handles(method) else "?"
+        shown = method if isinstance(method, str) and self.handles(method) else "?"
         deep = isinstance(error, RecursionError)
         log.warning("message not readable method=%s bytes=%d: %s", shown, len(body),
                     "nested too deeply" if deep else "not JSON")
@@ -222,7 +204,7 @@ class MarginProtocol(LanguageServerProtocol):
                 f"{shown}: invalid params: nested too deeply to read (the limit is about 950 levels)")
         else:
             answer = JsonRpcParseError(f"the message is not JSON Margin can read: {type(error).__name__}")
-        self._send_response(found.get("id"), error=answer.to_response_error())
+        self.send_response(found.get("id"), error=answer.to_response_error())
 
     def handle_message(self, message: Any) -> None:
         """A message read whole. Params lsprotocol cannot read (wrong types, missing fields, out
@@ -237,9 +219,9 @@ class MarginProtocol(LanguageServerProtocol):
             super().handle_message(super().structure_message(message))
             return
         try:
-            structured = self._converter.structure(message, message_type)
+            structured = self.converter.structure(message, message_type)
         except Exception as error:
-            if self._shutdown:
+            if self.shutdown_requested:
                 return
             problems = unreadable_fields(error)
             if "id" not in message:
@@ -249,99 +231,56 @@ class MarginProtocol(LanguageServerProtocol):
             invalid = JsonRpcInvalidParams(f"{method}: invalid params: {problems}")
             log.warning("request failed id=%s method=%s code=%s error=%s", logs.name(message["id"]), method,
                         invalid.code, type(invalid).__name__)
-            self._send_response(message["id"], error=invalid.to_response_error())
+            self.send_response(message["id"], error=invalid.to_response_error())
             return
         super().handle_message(structured)
 
     # --- logging what happened to each message ---------------------------------------------
 
-    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
-        self._methods[msg_id] = method_name
-        super()._handle_request(msg_id, method_name, params)
-        if msg_id not in self._request_futures:  # answered already, or never started (no such method)
-            self._methods.pop(msg_id, None)
-
-    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
+    def request_done(self, msg_id: Any, method: str, future: Future[Any]) -> None:
         """The handler's result, or its error, as the response. Expected failures are logged
         as one line; an unexpected exception, a bug, with its traceback."""
-        self._request_futures.pop(msg_id, None)
-        method = self._methods.pop(msg_id, "?")
         if future.cancelled():
             log.info("request cancelled id=%s method=%s", logs.name(msg_id), method)
             error = JsonRpcRequestCancelled(f'Request with id "{msg_id}" is canceled')
-            self._send_response(msg_id, error=error.to_response_error())
+            self.send_response(msg_id, error=error.to_response_error())
             return
         exception = future.exception()
         if exception is None:
             try:
-                self._send_response(msg_id, result=future.result())
+                self.send_response(msg_id, result=future.result())
             except Exception as unsendable:  # a result that cannot be serialised: a bug
                 exception = unsendable
             else:
                 if method == types.INITIALIZE:
-                    self._server.initialize_answered()  # type: ignore[attr-defined]
+                    self.server.initialize_answered()
                 return
         if isinstance(exception, JsonRpcException):
             level = logging.INFO if isinstance(exception, JsonRpcRequestCancelled) else logging.WARNING
             log.log(level, "request failed id=%s method=%s code=%s error=%s", logs.name(msg_id), method,
                     exception.code, type(exception).__name__)
-            self._send_response(msg_id, error=exception.to_response_error())
+            self.send_response(msg_id, error=exception.to_response_error())
             return
         log.error("request crashed id=%s method=%s", logs.name(msg_id), method, exc_info=exception)
         error = JsonRpcInternalError.of((type(exception), exception, exception.__traceback__))
-        self._send_response(msg_id, error=error.to_response_error())
+        self.send_response(msg_id, error=error.to_response_error())
 
-    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        """The client's answer to a request of Margin's. One that comes after Margin gave up
-        waiting (applyEditTimeoutS) is dropped: pygls would set the result of the cancelled wait
-        and log InvalidStateError."""
-        future = self._request_futures.get(msg_id)
-        if future is not None and future.done():
-            del self._request_futures[msg_id]
-            log.info("answer after the request was given up id=%s", logs.name(msg_id))
-            return
-        super()._handle_response(msg_id, result, error)
+    def response_after_giving_up(self, msg_id: Any) -> None:
+        """The client's answer to a request of Margin's that came after Margin gave up waiting
+        (applyEditTimeoutS): dropped."""
+        log.info("answer after the request was given up id=%s", logs.name(msg_id))
 
-    def _handles(self, method: str) -> bool:
-        return method == types.CANCEL_REQUEST or method in self.fm.builtin_features or method in self.fm.features
+    def notification_unhandled(self, method: str) -> None:
+        if method in QUIETLY_IGNORED:
+            log.debug("ignoring notification method=%s", logs.name(method))
+        else:
+            log.info("ignoring notification method=%s: Margin does not handle it", logs.name(method))
 
-    def _handle_notification(self, method_name: str, params: Any) -> None:
-        if not self._handles(method_name):
-            if method_name in QUIETLY_IGNORED:
-                log.debug("ignoring notification method=%s", logs.name(method_name))
-            else:
-                log.info("ignoring notification method=%s: Margin does not handle it", logs.name(method_name))
-            return
-        super()._handle_notification(method_name, params)
+    # --- the `initialize` reply ---------------------------------------------------------------
 
-    # --- LSP methods pygls handles itself, changed ------------------------------------------
-
-    @lsp_method(types.INITIALIZE)
-    def lsp_initialize(self, params: types.InitializeParams):
-        general = params.capabilities.general
-        offered = [str(getattr(e, "value", e)) for e in (general.position_encodings or [])] if general else []
+    def position_encoding_for(self, offered: list[str]) -> str:
         self.position_encoding = choose_position_encoding(offered)
-        if params.capabilities.general is None:
-            params.capabilities.general = types.GeneralClientCapabilities()
-        # pygls answers with the first encoding it supports from this list: make that ours.
-        params.capabilities.general.position_encodings = [self.position_encoding.value]
-        result = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {"margin": {"methods": CUSTOM_METHODS}}
-        return result
+        return self.position_encoding.value
 
-    # Open documents live in Margin's own store (core.vfs): these pass straight to its handlers.
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
+    def experimental_capabilities(self) -> Any:
+        return {"margin": {"methods": CUSTOM_METHODS}}

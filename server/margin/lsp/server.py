@@ -14,7 +14,6 @@ import contextlib
 import logging
 import sys
 import uuid
-from threading import Event
 from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Mapping, Sequence,
                     TypeVar)
 
@@ -25,7 +24,7 @@ from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from margin import __version__, deferred, logs
-from margin.lsp import tcp
+from margin.lsp import pygls_private, tcp
 from margin.lsp.protocol import MarginProtocol, margin_converter
 from margin.lsp.transport import read_messages
 from margin.services.errors import RequestError
@@ -88,6 +87,8 @@ def answering_failures() -> Iterator[None]:
 
 
 class MarginLanguageServer(LanguageServer):
+    protocol: MarginProtocol
+
     def __init__(self, app: MarginApp) -> None:
         super().__init__(
             "margin",
@@ -115,15 +116,18 @@ class MarginLanguageServer(LanguageServer):
         """Margin's initializationOptions (out of a `{"margin": ...}` wrapper): the reply to
         `initialize` reads them unvalidated (margin.core.settings_preread), `resolve_settings`
         applies them right after it"""
+        self.closer: asyncio.Future[None] | None = None
+        """closes the app when the connection ends without a shutdown request
+        (lsp/handlers/lifecycle.py)"""
 
     # --- transport: pygls' start-up with Margin's read loop (lsp/transport.py) -----------------
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        self._stop_event = Event()
+        stop_event = pygls_private.new_stop_event(self)
         reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         try:
-            asyncio.run(read_messages(self._stop_event, reader, self.protocol, self._report_server_error))
+            asyncio.run(read_messages(stop_event, reader, self.protocol, pygls_private.error_reporter(self)))
         except (BrokenPipeError, KeyboardInterrupt, SystemExit):
             pass
         finally:
@@ -132,7 +136,8 @@ class MarginLanguageServer(LanguageServer):
     def start_tcp(self, host: str, port: int, token: str | None = None) -> None:
         """Serve one editor at a time on TCP; with `token`, only one whose `initialize` presents
         it (lsp/tcp.py). The server stops when the editor it served disconnects."""
-        self._stop_event = stop_event = Event()
+        stop_event = pygls_private.new_stop_event(self)
+        report_error = pygls_private.error_reporter(self)
         serving = False
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -149,13 +154,14 @@ class MarginLanguageServer(LanguageServer):
                 return
             serving = True
             self.protocol.set_writer(writer)  # type: ignore[arg-type]
-            await read_messages(stop_event, source, self.protocol, self._report_server_error)
+            await read_messages(stop_event, source, self.protocol, report_error)
             self.shutdown()
 
         async def serve() -> None:
-            self._server = await asyncio.start_server(connection, host, port)
-            async with self._server:
-                await self._server.serve_forever()
+            listener = await asyncio.start_server(connection, host, port)
+            pygls_private.close_on_shutdown(self, listener)
+            async with listener:
+                await listener.serve_forever()
 
         with contextlib.suppress(asyncio.CancelledError):
             asyncio.run(serve())

@@ -23,6 +23,7 @@ from margin.core.completion.code_shape import indent_of
 from margin.core.file_block import fence
 from margin.core.settings_preread import completion_menu as completion_menu_preread
 from margin.core.vfs import Range
+from margin.lsp.pygls_private import has_feature
 from margin.lsp.server import MarginLanguageServer, parse_params
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class CompletionMenu:
         self.registered = False
 
     def _handle(self) -> None:
-        if types.TEXT_DOCUMENT_COMPLETION not in self.server.protocol.fm.features:
+        if not has_feature(self.server, types.TEXT_DOCUMENT_COMPLETION):
             self.server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(completion)
 
     def at_initialize(self) -> None:

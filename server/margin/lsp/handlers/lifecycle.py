@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def initialize(ls: MarginLanguageServer, params: types.InitializeParams) -> None:
     started = time.perf_counter()
-    encoding = ls.protocol.position_encoding  # type: ignore[attr-defined]
+    encoding = ls.protocol.position_encoding
     ls.app.files.encoding = encoding
     options = params.initialization_options
     if isinstance(options, dict) and isinstance(options.get("margin"), dict):
