@@ -1,5 +1,6 @@
-"""What a chat-model backend is to Margin: requests, replies, stream deltas, what a probe of the
-backend learns, and the one hierarchy of errors a backend can raise.
+"""What a model backend is to Margin: the port (`LLMProvider`), chat requests, replies and stream
+deltas (fill-in-the-middle calls are `core.fim`'s), what a probe of the backend learns, and the
+one hierarchy of errors a backend can raise.
 
 Errors (every one is a `ProviderError`; `kind` is a stable short name for logs):
 
