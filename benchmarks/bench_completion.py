@@ -317,7 +317,7 @@ async def server_times_in_process(tmp: Path) -> Bench:
     """The same scripts with the in-process fake provider: Margin's own work, no HTTP."""
     provider = FakeProvider()
     provider.default = answer(hole(SHOWN))
-    provider.post_answers["//infill"] = [NotSupported("Infill is not supported by this model", status=501)]
+    provider.fill_answers["infill"] = [NotSupported("Infill is not supported by this model", status=501)]
     assert provider.info.context_window == FAKE_WINDOW
     app = fake_app(tmp, provider)
     bench = Bench(app)

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from margin.adapters.openai_http import OpenAICompatibleProvider
+from margin.core.fim import FimRequest
 from margin.core.llm import BackendTimeout, ChatMessage, ChatRequest
 
 pytestmark = pytest.mark.llama
@@ -78,8 +79,8 @@ def call(provider: OpenAICompatibleProvider, shape: str):
     if shape == "complete":
         return provider.complete(request)
     if shape == "completion endpoint":
-        return provider.post_json("/completions", {"prompt": "hello hello hello hello hello hello hello",
-                                                   "max_tokens": MAX_TOKENS, "temperature": 0.0})
+        return provider.fill(FimRequest("raw_fim", "hello hello hello hello hello hello hello", "",
+                                        max_tokens=MAX_TOKENS, temperature=0.0))
 
     async def read() -> None:
         async for _ in provider.stream(request):

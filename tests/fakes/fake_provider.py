@@ -22,6 +22,9 @@ A step is one of:
   call starts, before any text.
 - a callable taking the `ChatRequest` and returning one of the above (sync or async).
 
+`fill` (the fill-in-the-middle routes) answers from `fill_answers`, by route, and keeps each
+request in `fills`.
+
 `probe()` answers `info` (by default a llama.cpp server with an 8192-token window), counting
 calls in `probes` and calling `on_probe` first when it is set (sync or async) — the point a
 request resolving its profile awaits. There is no HTTP: nothing here exercises the adapter;
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import BackendInfo, ChatDelta, ChatReply, ChatRequest, NotSupported, Usage
 from margin.core.tokens.choice import TokenizerChoice
 from margin.core.tokens.counter import LocalCounter
@@ -106,12 +110,12 @@ class FakeProvider:
         self.made: list[tuple[str, float, str | None]] = []
         """(base_url, timeout_s, api_key) of each time the app asked the factory for a provider"""
         self._steps: list[Step] = list(steps)
-        self.posts: list[tuple[str, dict[str, Any]]] = []
-        """(path, body) of every post_json call (completion routes)"""
-        self.post_answers: dict[str, list[Any]] = {}
-        """by path: the answers to give, in order — a dict (the JSON answer), an exception to
-        raise, or a callable of (path, body) returning either (awaited if need be); with none
-        left, a path answers NotSupported, as a backend without that endpoint does"""
+        self.fills: list[FimRequest] = []
+        """every `fill` request (the completion routes but chat), in order"""
+        self.fill_answers: dict[str, list[Any]] = {}
+        """by route: the answers to give, in order — a str (the text), a `FimReply`, an
+        exception to raise, or a callable of the `FimRequest` returning one of those (awaited
+        if need be); with none left, a route answers NotSupported, as a backend without it does"""
 
     def script(self, *steps: Step) -> None:
         self._steps.extend(steps)
@@ -179,15 +183,15 @@ class FakeProvider:
         async for delta in self._play(step):
             yield delta
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.posts.append((path, body))
-        answers = self.post_answers.get(path)
-        answer: Any = answers.pop(0) if answers else NotSupported(f"no {path} here", status=404)
-        if callable(answer) and not isinstance(answer, (BaseException, dict)):
-            answer = await _maybe_await(answer(path, body))
+    async def fill(self, request: FimRequest) -> FimReply:
+        self.fills.append(request)
+        answers = self.fill_answers.get(request.route)
+        answer: Any = answers.pop(0) if answers else NotSupported(f"no {request.route} here", status=404)
+        if callable(answer) and not isinstance(answer, BaseException):
+            answer = await _maybe_await(answer(request))
         if isinstance(answer, BaseException):
             raise answer
-        return answer
+        return answer if isinstance(answer, FimReply) else FimReply(answer, "stop")
 
     async def probe(self, model: str | None = None) -> BackendInfo:
         self.probes += 1

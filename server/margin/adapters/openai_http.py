@@ -1,11 +1,12 @@
-"""An OpenAI-compatible `/chat/completions` backend over httpx: streaming (SSE) and not, a
-per-profile timeout, an optional API key, context-window probing, and typed errors.
+"""An OpenAI-compatible backend over httpx: `/chat/completions` streaming (SSE) and not, the
+fill-in-the-middle routes (`fill`, written as `fim_wire` says), a per-profile timeout, an
+optional API key, context-window probing, and typed errors.
 
 Every request that makes the model generate is sent as a stream, whole answers too (`complete`,
-`post_json`): a caller that stops waiting closes the connection, and llama.cpp stops generating
+`fill`): a caller that stops waiting closes the connection, and llama.cpp stops generating
 for a stream whose client went away, while it runs a non-streamed request to its end.
 
-Timeouts: a whole answer (`complete`, `post_json`) must be in within `timeout_s` in total; the
+Timeouts: a whole answer (`complete`, `fill`) must be in within `timeout_s` in total; the
 timeout closes the request. A stream read as it arrives (`stream`) must start within `timeout_s`
 and never stall for longer than `timeout_s` between chunks; a long reply that keeps arriving is
 not cut off.
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from margin import __version__
+from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
     ChatDelta,
@@ -38,6 +40,7 @@ from margin.core.llm import (
     Usage,
     joined,
 )
+from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
 from margin.core.models import is_reasoning_model
@@ -155,14 +158,21 @@ class OpenAICompatibleProvider:
         )
         return reply
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """`body` POSTed to `path` under the base URL, or under the server's root for `//path`
-        (llama.cpp's `/infill`); the JSON answer. Sent as a stream and joined into the answer a
+    async def fill(self, request: FimRequest) -> FimReply:
+        """The answer for a fill-in-the-middle hole, on the request's route (`fim_wire`)."""
+        wire = WIRES[request.route]
+        url = f"{server_root(self.base_url) if wire.at_root else self.base_url}{wire.path}"
+        answer = await self._post_streamed(url, wire.path, wire.body(request))
+        try:
+            return wire.reply(answer)
+        except WRONG_SHAPE:
+            raise self._malformed("an answer of the wrong shape") from None
+
+    async def _post_streamed(self, url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` POSTed to `url`; the JSON answer. Sent as a stream and joined into the answer a
         non-streamed request gets (`sse_answer`), so that closing it stops the generation (see
         `complete`); a server that answers in one piece is read as such. A 404 here means the
         endpoint is missing."""
-        url = f"{server_root(self.base_url)}{path[1:]}" if path.startswith("//") else f"{self.base_url}{path}"
-        body = {**body, "stream": True}
         if self._on_request is not None:
             self._on_request(url, body)
         try:

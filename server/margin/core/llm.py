@@ -1,5 +1,6 @@
-"""What a chat-model backend is to Margin: requests, replies, stream deltas, what a probe of the
-backend learns, and the one hierarchy of errors a backend can raise.
+"""What a model backend is to Margin: the port (`LLMProvider`), chat requests, replies and stream
+deltas (fill-in-the-middle calls are `core.fim`'s), what a probe of the backend learns, and the
+one hierarchy of errors a backend can raise.
 
 Errors (every one is a `ProviderError`; `kind` is a stable short name for logs):
 
@@ -19,7 +20,10 @@ Messages say what happened and what to do; they never include prompt or reply te
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Literal, Protocol, Sequence
+
+if TYPE_CHECKING:  # core.fim builds on this module's types
+    from margin.core.fim import FimReply, FimRequest
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -168,7 +172,7 @@ class BackendInfo:
 
 
 class LLMProvider(Protocol):
-    """An OpenAI-compatible chat backend."""
+    """An OpenAI-compatible model backend: chat, and fill-in-the-middle completion."""
 
     async def complete(self, request: ChatRequest) -> ChatReply: ...
 
@@ -176,10 +180,9 @@ class LLMProvider(Protocol):
 
     async def probe(self, model: str | None = None) -> BackendInfo: ...
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` to `path` — under the base URL (`/completions`, `/fim/completions`), or
-        under the server's root when it starts with `//` (`//infill`) — and return the JSON
-        answer, within the provider's timeout, with the same typed errors."""
+    async def fill(self, request: FimRequest) -> FimReply:
+        """The text for a fill-in-the-middle hole, asked on `request.route` (core.fim), within
+        the provider's timeout, with the same typed errors."""
         ...
 
     async def aclose(self) -> None: ...

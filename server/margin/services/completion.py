@@ -307,7 +307,6 @@ class CompletionService:
     async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,
                     profile: Profile) -> str:
         s = profile.settings
-        model = s.model or ""
         if route == "chat" and self.answer_format == "fenced":
             return formats.parse_fenced_answer(await ask_text(profile, formats.hole_messages(prompt, profile.system),
                                                               smaller="ask for less", cut_is_usable=True))
@@ -317,20 +316,6 @@ class CompletionService:
                                     schema_name=formats.HOLE_SCHEMA_NAME, described_as="the completion schema",
                                     smaller="ask for less", retry="")
             return answer.completion
-        if route == "infill":
-            body = formats.infill_body(prompt, max_tokens=s.max_output_tokens, temperature=s.temperature,
-                                       model=s.model)
-            return str((await profile.provider.post_json("//infill", body)).get("content", ""))
-        if route == "mistral_fim":
-            body = formats.mistral_fim_body(prompt, model=model, max_tokens=s.max_output_tokens,
-                                            temperature=s.temperature)
-            choice = (await profile.provider.post_json("/fim/completions", body)).get("choices", [{}])[0]
-            return str((choice.get("message") or {}).get("content", ""))
-        if route == "raw_fim" and family is not None:
-            body, _ = formats.raw_fim_body(prompt, family, model=model, max_tokens=s.max_output_tokens,
-                                           temperature=s.temperature)
-        else:
-            body = formats.completions_suffix_body(prompt, model=model, max_tokens=s.max_output_tokens,
-                                                   temperature=s.temperature)
-        choice = (await profile.provider.post_json("/completions", body)).get("choices", [{}])[0]
-        return str(choice.get("text", ""))
+        request = formats.fim_request(route, prompt, family, model=s.model, max_tokens=s.max_output_tokens,
+                                      temperature=s.temperature)
+        return (await profile.provider.fill(request)).text

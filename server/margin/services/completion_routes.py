@@ -20,6 +20,7 @@ import logging
 from urllib.parse import urlsplit
 
 from margin.core.completion.formats import Route
+from margin.core.fim import FimRequest
 from margin.core.llm import BackendInfo, LLMProvider, NotSupported, ProviderError
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ DESCRIPTIONS: dict[str, str] = {
     "chat": "a chat model fills a marked hole (no fill-in-the-middle route)",
 }
 
-INFILL_PROBE = {"input_prefix": "", "input_suffix": "", "prompt": "", "n_predict": 1, "cache_prompt": False}
+INFILL_PROBE = FimRequest("infill", "", "", max_tokens=1, cache_prompt=False)
+"""one token for nothing, the prompt not kept"""
 
 
 def candidate_routes(info: BackendInfo, base_url: str, model: str | None, knows_fim_family: bool) -> list[Route]:
@@ -90,7 +92,7 @@ class RouteMemory:
             if route != "infill":
                 return route  # the others are found out on first use (unsupported is remembered)
             try:
-                await provider.post_json("//infill", INFILL_PROBE)
+                await provider.fill(INFILL_PROBE)
                 return route
             except NotSupported:
                 self._unsupported.setdefault((base_url, model), set()).add(route)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from margin.adapters.openai_http import OpenAICompatibleProvider, error_from_body, server_root
+from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendHTTPError,
     BackendTimeout,
@@ -20,6 +21,7 @@ from margin.core.llm import (
     MalformedStream,
     NotSupported,
     ProviderError,
+    Usage,
 )
 from tests.conftest import until
 from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
@@ -396,28 +398,42 @@ async def test_an_observer_sees_each_request_exactly_as_sent(fake):
     assert "sk-secret" not in repr(seen)  # the key travels in a header, never in what is shown
 
 
-async def test_post_json_reaches_other_endpoints_and_tells_unsupported_from_failed(fake):
+def fim(route, **settings):
+    return FimRequest(route, "f(", "\n", max_tokens=8, **settings)
+
+
+async def test_fill_reaches_each_routes_endpoint_and_tells_unsupported_from_failed(fake):
     seen: list[tuple[str, dict]] = []
     provider = OpenAICompatibleProvider(fake.base_url, timeout_s=10, on_request=lambda url, body: seen.append((url, body)))
-    fake.routes["/infill"] = [raw(json.dumps({"content": "x)", "timings": {"prompt_n": 3}})),
+    fake.routes["/infill"] = [raw(json.dumps({"content": "x)", "timings": {"prompt_n": 3}, "stop_type": "eos",
+                                              "tokens_evaluated": 3, "tokens_predicted": 1})),
                               status(501, {"error": {"code": 501, "type": "not_supported_error",
                                                      "message": "Infill is not supported by this model"}})]
     fake.routes["/v1/completions"] = [status(500, {"error": {"message": "boom"}})]
     try:
-        answer = await provider.post_json("//infill", {"input_prefix": "f(", "input_suffix": "\n"})
-        assert answer == {"content": "x)", "timings": {"prompt_n": 3}}
-        sent = {"input_prefix": "f(", "input_suffix": "\n", "stream": True}  # streamed: see complete()
-        assert fake.posts[0] == ("/infill", sent)
+        assert await provider.fill(fim("infill")) == FimReply("x)", "stop", Usage(3, 1))
+        sent = {"input_prefix": "f(", "input_suffix": "\n", "prompt": "", "n_predict": 8, "stream": True}
+        assert fake.posts[0] == ("/infill", sent)  # at the server's root; streamed: see complete()
         assert seen[0] == (f"{server_root(fake.base_url)}/infill", sent)
         with pytest.raises(NotSupported, match="does not support"):
-            await provider.post_json("//infill", {})
+            await provider.fill(fim("infill"))
         with pytest.raises(BackendHTTPError) as failed:
-            await provider.post_json("/completions", {"prompt": "x"})
+            await provider.fill(fim("raw_fim"))
         assert not isinstance(failed.value, NotSupported) and failed.value.status == 500
         with pytest.raises(NotSupported, match="no fim/completions endpoint"):
-            await provider.post_json("/fim/completions", {"prompt": "x"})
+            await provider.fill(fim("mistral_fim"))
+        assert [path for path, _ in fake.posts] == ["/infill", "/infill", "/v1/completions", "/v1/fim/completions"]
     finally:
         await provider.aclose()
+
+
+@pytest.mark.parametrize("answer", [{"content": 3}, {"choices": ["a"]}, {"choices": [{"text": ["a"]}]}, [1]])
+async def test_an_answer_of_the_wrong_shape_is_malformed(fake, provider, answer):
+    fake.routes["/infill"] = [raw(json.dumps(answer))]
+    fake.routes["/v1/completions"] = [raw(json.dumps(answer))]
+    route = "infill" if "content" in answer else "completions_suffix"
+    with pytest.raises(MalformedResponse, match="not an OpenAI-compatible"):
+        await provider.fill(fim(route))
 
 
 LLAMA_INFILL_EVENTS = [  # llama.cpp's own stream (/infill, /completion), as it sends it
@@ -443,26 +459,23 @@ MISTRAL_FIM_EVENTS = [  # Mistral's /fim/completions stream: chat-shaped chunks
 ]
 
 
-@pytest.mark.parametrize("path, events, read", [
-    ("//infill", LLAMA_INFILL_EVENTS, lambda a: (a["content"], a["timings"]["prompt_n"])),
-    ("/completions", OPENAI_COMPLETIONS_EVENTS, lambda a: (a["choices"][0]["text"], a["timings"]["prompt_n"])),
-    ("/fim/completions", MISTRAL_FIM_EVENTS, lambda a: (a["choices"][0]["message"]["content"],
-                                                         a["usage"]["prompt_tokens"])),
+@pytest.mark.parametrize("route, events, reply", [
+    ("infill", LLAMA_INFILL_EVENTS, FimReply("\n    return", "length", Usage(8, 2))),
+    ("completions_suffix", OPENAI_COMPLETIONS_EVENTS, FimReply("a + b", "length", Usage(8, 2))),
+    ("mistral_fim", MISTRAL_FIM_EVENTS, FimReply("a * b", "stop", Usage(12, 3))),
 ])
-async def test_post_json_streams_and_joins_each_shape_into_the_unstreamed_answer(fake, provider, path, events, read):
-    route = "/infill" if path == "//infill" else f"/v1{path}"
-    fake.routes[route] = [sse_lines([json.dumps(e) for e in events] + ["[DONE]"])]
-    answer = await provider.post_json(path, {"prompt": "x"})
-    assert read(answer) == {"//infill": ("\n    return", 8), "/completions": ("a + b", 8),
-                            "/fim/completions": ("a * b", 12)}[path]
-    assert fake.posts == [(route, {"prompt": "x", "stream": True})]
+async def test_fill_streams_and_joins_each_shape_into_its_reply(fake, provider, route, events, reply):
+    path = {"infill": "/infill", "completions_suffix": "/v1/completions", "mistral_fim": "/v1/fim/completions"}[route]
+    fake.routes[path] = [sse_lines([json.dumps(e) for e in events] + ["[DONE]"])]
+    assert await provider.fill(fim(route)) == reply
+    assert [p for p, _ in fake.posts] == [path] and fake.posts[0][1]["stream"] is True
 
 
 @pytest.mark.parametrize("events", [LLAMA_INFILL_EVENTS[:2], OPENAI_COMPLETIONS_EVENTS[:2], MISTRAL_FIM_EVENTS[:2]])
 async def test_a_streamed_answer_that_never_finishes_is_malformed_not_a_short_answer(fake, provider, events):
     fake.routes["/v1/completions"] = [sse_lines([json.dumps(e) for e in events])]
     with pytest.raises(MalformedStream, match="ended before the answer was complete"):
-        await provider.post_json("/completions", {"prompt": "x"})
+        await provider.fill(fim("completions_suffix"))
 
 
 async def test_an_error_event_in_a_streamed_answer_is_its_typed_error(fake, provider):
@@ -470,10 +483,10 @@ async def test_an_error_event_in_a_streamed_answer_is_its_typed_error(fake, prov
         {"error": {"code": 400, "type": "exceed_context_size_error", "message": "too large",
                    "n_prompt_tokens": 5000, "n_ctx": 4096}})])]
     with pytest.raises(ContextTooLarge):
-        await provider.post_json("/completions", {"prompt": "x"})
+        await provider.fill(fim("completions_suffix"))
 
 
-@pytest.mark.parametrize("call", ["complete", "post_json"])
+@pytest.mark.parametrize("call", ["complete", "fill"])
 async def test_a_timed_out_call_closes_its_connection(fake, call):
     """The timeout (timeoutS) closes the request, which is what stops a streamed generation."""
     fake.script(hang(30))
@@ -481,7 +494,7 @@ async def test_a_timed_out_call_closes_its_connection(fake, call):
     provider = OpenAICompatibleProvider(fake.base_url, timeout_s=0.5)
     try:
         with pytest.raises(BackendTimeout, match="did not answer within 0.5 s"):
-            await (provider.complete(REQUEST) if call == "complete" else provider.post_json("/completions", {}))
+            await (provider.complete(REQUEST) if call == "complete" else provider.fill(fim("raw_fim")))
     finally:
         await provider.aclose()
     await until(lambda: fake.disconnects)

@@ -33,7 +33,7 @@ async def make(tmp_path, provider, **env):
 
 async def test_llama_cpp_without_fim_tokens_is_asked_through_the_chat_route_and_cached(tmp_path):
     provider = FakeProvider(hole("a + b"))
-    provider.post_answers["//infill"] = [NO_FIM]
+    provider.fill_answers["infill"] = [NO_FIM]
     app, service = await make(tmp_path, provider)
     try:
         outcome = await service.complete(CompletionRequest(A, CURSOR))
@@ -49,21 +49,23 @@ async def test_llama_cpp_without_fim_tokens_is_asked_through_the_chat_route_and_
         along = await service.complete(CompletionRequest(A, Position(1, 13)))
         assert again.cached and again.suggestion.text == "a + b"
         assert along.cached and along.suggestion.text == "+ b"
-        assert len(provider.requests) == 1 and [p for p, _ in provider.posts] == ["//infill"]
+        assert len(provider.requests) == 1 and [r.route for r in provider.fills] == ["infill"]
     finally:
         await close(app)
 
 
 async def test_llama_cpp_with_fim_tokens_uses_infill_with_the_cursor_line_as_prompt(tmp_path):
     provider = FakeProvider()
-    provider.post_answers["//infill"] = [{"content": ""}, {"content": "a + b", "timings": {"prompt_n": 9}}]
+    provider.fill_answers["infill"] = ["", "a + b"]
     app, service = await make(tmp_path, provider)
     try:
         outcome = await service.complete(CompletionRequest(A, CURSOR))
         assert outcome.route == "infill" and outcome.suggestion.text == "a + b"
-        path, body = provider.posts[-1]
-        assert path == "//infill" and body["prompt"] == "    return " and body["input_prefix"] == "def add(a, b):\n"
-        assert body["input_suffix"].startswith("\n\n\nprint(add(2, 3))") and body["n_predict"] == 128
+        probe, request = provider.fills
+        assert probe.max_tokens == 1 and probe.cache_prompt is False  # the route probe: one token, not kept
+        assert (request.line, request.prefix, request.min_indent) == ("    return ", "def add(a, b):\n", 4)
+        assert request.suffix.startswith("\n\n\nprint(add(2, 3))") and request.max_tokens == 128
+        assert request.cache_prompt and request.time_limit_ms == 1000 and request.temperature == 0.2
         assert provider.requests == []  # no chat model was asked
     finally:
         await close(app)
@@ -71,21 +73,22 @@ async def test_llama_cpp_with_fim_tokens_uses_infill_with_the_cursor_line_as_pro
 
 async def test_vllm_gets_the_familys_raw_fim_prompt_and_its_tokens_never_reach_the_user(tmp_path):
     provider = FakeProvider(info=VLLM_QWEN)
-    provider.post_answers["/completions"] = [{"choices": [{"text": "a + b<|endoftext|>"}]}]
+    provider.fill_answers["raw_fim"] = ["a + b<|endoftext|>"]
     app, service = await make(tmp_path, provider, MARGIN_COMPLETION_MODEL="Qwen/Qwen2.5-Coder-7B")
     try:
         outcome = await service.complete(CompletionRequest(A, CURSOR))
         assert outcome.route == "raw_fim" and outcome.suggestion.text == "a + b"
-        (path, body), = provider.posts
-        assert path == "/completions" and "suffix" not in body and body["model"] == "Qwen/Qwen2.5-Coder-7B"
-        assert body["prompt"].startswith("<|fim_prefix|>") and body["prompt"].endswith("<|fim_middle|>")
+        (request,) = provider.fills
+        assert request.route == "raw_fim" and request.model == "Qwen/Qwen2.5-Coder-7B"
+        assert request.prefix.startswith("<|fim_prefix|>") and request.prefix.endswith("<|fim_middle|>")
+        assert "<|endoftext|>" in request.stop
     finally:
         await close(app)
 
 
 async def test_a_route_unsupported_on_first_use_gives_way_and_is_not_tried_again(tmp_path):
     provider = FakeProvider(hole("a + b"), hole("a - b"), info=VLLM_QWEN)
-    provider.post_answers["/completions"] = [NotSupported("no completions here", status=404)]
+    provider.fill_answers["raw_fim"] = [NotSupported("no completions here", status=404)]
     app, service = await make(tmp_path, provider, MARGIN_COMPLETION_MODEL="Qwen/Qwen2.5-Coder-7B")
     try:
         first = await service.complete(CompletionRequest(A, CURSOR))
@@ -93,7 +96,7 @@ async def test_a_route_unsupported_on_first_use_gives_way_and_is_not_tried_again
         second = await service.complete(CompletionRequest(A, CURSOR))
         assert (first.route, first.suggestion.text) == ("chat", "a + b")
         assert (second.route, second.suggestion.text) == ("chat", "a - b")
-        assert [p for p, _ in provider.posts] == ["/completions"]  # tried once, remembered
+        assert [r.route for r in provider.fills] == ["raw_fim"]  # tried once, remembered
     finally:
         await close(app)
 
@@ -102,11 +105,11 @@ async def test_an_answer_for_text_the_user_no_longer_has_is_dropped(tmp_path):
     provider = FakeProvider()
     app, service = await make(tmp_path, provider)
 
-    def user_types_meanwhile(path, body):
+    def user_types_meanwhile(request):
         app.files.change(A, 2, [TextChange("x", Range(Position(4, 0), Position(4, 0)))])
-        return {"content": "a + b"}
+        return "a + b"
 
-    provider.post_answers["//infill"] = [{"content": ""}, user_types_meanwhile]
+    provider.fill_answers["infill"] = ["", user_types_meanwhile]
     try:
         outcome = await service.complete(CompletionRequest(A, CURSOR))
         assert outcome.suggestion is None and "changed" in outcome.reason
@@ -117,7 +120,7 @@ async def test_an_answer_for_text_the_user_no_longer_has_is_dropped(tmp_path):
 async def test_a_newer_request_for_the_document_cancels_the_older(tmp_path):
     gate = Gate()
     provider = FakeProvider([gate, json.dumps({"completion": "a + b"})], hole("a * b"))
-    provider.post_answers["//infill"] = [NO_FIM]
+    provider.fill_answers["infill"] = [NO_FIM]
     app, service = await make(tmp_path, provider)
     try:
         older = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))
@@ -134,7 +137,7 @@ async def test_a_newer_request_for_the_document_cancels_the_older(tmp_path):
 
 async def test_over_budget_and_backend_failures_give_no_suggestion_and_no_error(tmp_path):
     provider = FakeProvider(BackendHTTPError("The backend at x answered HTTP 500.", status=500))
-    provider.post_answers["//infill"] = [NO_FIM]
+    provider.fill_answers["infill"] = [NO_FIM]
     app, service = await make(tmp_path, provider, MARGIN_COMPLETION_CONTEXT_WINDOW="256",
                               MARGIN_COMPLETION_MAX_OUTPUT_TOKENS="250")
     try:
@@ -144,7 +147,7 @@ async def test_over_budget_and_backend_failures_give_no_suggestion_and_no_error(
     finally:
         await close(app)
     provider = FakeProvider(BackendHTTPError("The backend at x answered HTTP 500.", status=500))
-    provider.post_answers["//infill"] = [NO_FIM]
+    provider.fill_answers["infill"] = [NO_FIM]
     app, service = await make(tmp_path, provider)
     try:
         failed = await service.complete(CompletionRequest(A, CURSOR))
@@ -158,7 +161,7 @@ async def test_of_three_quick_requests_only_the_first_and_the_last_reach_the_bac
     way without asking the backend, so one request per document is ever in flight."""
     gate = Gate()
     provider = FakeProvider([gate, json.dumps({"completion": "a + b"})], hole("a * b"))
-    provider.post_answers["//infill"] = [NO_FIM]
+    provider.fill_answers["infill"] = [NO_FIM]
     app, service = await make(tmp_path, provider)
     try:
         first = asyncio.create_task(service.complete(CompletionRequest(A, CURSOR)))

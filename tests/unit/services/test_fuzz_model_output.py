@@ -237,7 +237,7 @@ def _hole_answers():
 def test_chat_route_completion_answers(harness, case):
     h = harness("test_chat_route_completion_answers")
     text, cursor, (reply, how), finish = case
-    h.provider.post_answers["//infill"] = []  # llama.cpp without FIM tokens: the chat route
+    h.provider.fill_answers["infill"] = []  # llama.cpp without FIM tokens: the chat route
     h.provider.script(answer(reply, finish_reason=finish))
     h.run(_completion(h, text, cursor, "chat", how))
     assert h.provider.pending == 0
@@ -249,10 +249,10 @@ def test_raw_fim_completion_answers(harness, case):
     h = harness("raw-fim", MARGIN_COMPLETION_MODEL="qwen2.5-coder-1.5b")
     text, cursor, raw, _ = case
     # llama.cpp with FIM tokens: the one-token probe (once per backend) is answered empty
-    def infill(path, body):
-        return {"content": "" if body.get("n_predict") == 1 else raw}
+    def infill(request):
+        return "" if request.max_tokens == 1 else raw
 
-    h.provider.post_answers["//infill"] = [infill, infill]
+    h.provider.fill_answers["infill"] = [infill, infill]
     h.run(_completion(h, text, cursor, "infill", "raw"))
 
 

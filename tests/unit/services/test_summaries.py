@@ -142,7 +142,7 @@ async def test_a_keystrokes_completion_stops_a_summary_which_is_written_once_typ
         return answer(long_reply(turn["n"]))
 
     provider.default = respond
-    provider.post_answers["//infill"] = [NotSupported("Infill is not supported by this model", status=501)]
+    provider.fill_answers["infill"] = [NotSupported("Infill is not supported by this model", status=501)]
     services = fake_services(tmp_path, provider, MARGIN_DEFAULTS_CONTEXT_WINDOW="4096",
                              MARGIN_DEFAULTS_MAX_OUTPUT_TOKENS="256")
     completion = CompletionService(services.app)

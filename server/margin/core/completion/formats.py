@@ -1,6 +1,7 @@
-"""The request shapes of inline completion, as plain dicts and strings (no HTTP): what each
-route sends for a CompletionPrompt (prompt.py decides what is kept), and the text of each
-format's own tokens so the budget can count them (`fixed_text`, `snippet_text`).
+"""The request shapes of inline completion (no HTTP): what each route asks for a CompletionPrompt
+(prompt.py decides what is kept) — a `FimRequest`, whose body the adapter writes
+(adapters/fim_wire.py), or the chat route's messages — and the text of each format's own
+tokens so the budget can count them (`fixed_text`, `snippet_text`).
 
 Routes (SPEC J), best first:
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -44,18 +46,18 @@ from pydantic import BaseModel, ConfigDict
 from margin.core.answer_schema import answer_schema
 from margin.core.completion.prompt import CompletionPrompt, Snippet
 from margin.core.editops import parse_answer
+from margin.core.fim import FimRequest, FimRoute, Sampling
 from margin.core.file_block import fence, file_header
 from margin.core.llm import ChatMessage
 
-Route = Literal["infill", "mistral_fim", "completions_suffix", "raw_fim", "chat"]
+Route = Literal[FimRoute, "chat"]
 ExtraLayout = Literal["qwen", "starcoder2", "codestral"]
 
 REPO_NAME = "project"
 """The repository name repo-level formats open with, when the caller has none."""
 T_MAX_PREDICT_MS = 1000
 """llama.cpp stops generating at the first line break after this long (llama.vim's default)."""
-INFILL_TOP_K, INFILL_TOP_P = 40, 0.9
-INFILL_SAMPLERS = ("top_k", "top_p", "infill", "temperature")
+INFILL_SAMPLING = Sampling(top_k=40, top_p=0.9, samplers=("top_k", "top_p", "infill", "temperature"))
 """llama.vim's chain (llama.cpp's `infill` sampler merges tokens with a common prefix), then
 temperature, so the profile's temperature applies (0 is greedy)."""
 
@@ -140,54 +142,29 @@ def sends_extra(route: Route, family: FimFamily | None = None) -> bool:
     return route != "completions_suffix"
 
 
-# --- 1. llama.cpp /infill ----------------------------------------------------------------------
+# --- 1.-4. what each FIM route asks ------------------------------------------------------------
 
-def infill_body(prompt: CompletionPrompt, *, max_tokens: int, temperature: float, model: str | None = None,
-                t_max_predict_ms: int = T_MAX_PREDICT_MS) -> dict:
-    line = prompt.cursor_line
-    body: dict = {
-        "input_prefix": prompt.lines_before,
-        "input_suffix": prompt.suffix,
-        "input_extra": [{"filename": s.file_id, "text": s.text} for s in prompt.extra],
-        "prompt": line,
-        "n_predict": max_tokens,
-        "n_indent": len(line) - len(line.lstrip(" \t")),
-        "t_max_predict_ms": t_max_predict_ms,
-        "temperature": temperature,
-        "top_k": INFILL_TOP_K,
-        "top_p": INFILL_TOP_P,
-        "samplers": list(INFILL_SAMPLERS),
-        "cache_prompt": True,
-        "stream": True,
-    }
-    if model:
-        body["model"] = model
-    return body
+def fim_request(route: FimRoute, prompt: CompletionPrompt, family: FimFamily | None, *, model: str | None,
+                max_tokens: int, temperature: float, t_max_predict_ms: int = T_MAX_PREDICT_MS) -> FimRequest:
+    """What `route` asks for `prompt` (the adapter writes it as the route's body)."""
+    ask = partial(FimRequest, route, max_tokens=max_tokens, temperature=temperature, model=model)
+    if route == "infill":
+        line = prompt.cursor_line
+        return ask(prompt.lines_before, prompt.suffix, line=line, extra=prompt.extra,
+                   min_indent=len(line) - len(line.lstrip(" \t")), time_limit_ms=t_max_predict_ms,
+                   sampling=INFILL_SAMPLING, cache_prompt=True)
+    if route == "mistral_fim":
+        # Other files go before the prefix, each under a `+++++ path` line, then the file's own.
+        files = _repo_parts(CODESTRAL, prompt.file_id, prompt.extra, REPO_NAME, bool(prompt.extra))[1]
+        return ask(files + prompt.prefix, prompt.suffix)
+    if route == "raw_fim":
+        if family is None:
+            raise ValueError("a raw FIM prompt needs a model family")
+        return ask(raw_fim_prompt(prompt, family), "", stop=family.stop)
+    return ask(prompt.prefix, prompt.suffix)  # completions_suffix: the server's template, no extra
 
 
-# --- 2. Mistral FIM, 3. /v1/completions with suffix ---------------------------------------------
-
-def mistral_fim_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperature: float,
-                     stop: tuple[str, ...] = ()) -> dict:
-    # Other files go before the prefix, each under a `+++++ path` line, then the file's own.
-    files = _repo_parts(CODESTRAL, prompt.file_id, prompt.extra, REPO_NAME, bool(prompt.extra))[1]
-    body: dict = {"model": model, "prompt": files + prompt.prefix, "suffix": prompt.suffix,
-                  "max_tokens": max_tokens, "temperature": temperature}
-    if stop:
-        body["stop"] = list(stop)
-    return body
-
-
-def completions_suffix_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperature: float,
-                            stop: tuple[str, ...] = ()) -> dict:
-    body: dict = {"model": model, "prompt": prompt.prefix, "suffix": prompt.suffix, "max_tokens": max_tokens,
-                  "temperature": temperature, "stream": True}
-    if stop:
-        body["stop"] = list(stop)
-    return body
-
-
-# --- 4. a raw FIM prompt on /v1/completions ------------------------------------------------------
+# --- multi-file layouts, and route 4's prompt: the family's template written out ---------------
 
 def _repo_parts(family: FimFamily, file_id: str, snippets: tuple[Snippet, ...], repo_name: str,
                 has_extra: bool) -> tuple[str, str]:
@@ -212,13 +189,6 @@ def _ends_line(text: str) -> str:
 def raw_fim_prompt(prompt: CompletionPrompt, family: FimFamily, *, repo_name: str = REPO_NAME) -> str:
     head, opening = _repo_parts(family, prompt.file_id, prompt.extra, repo_name, bool(prompt.extra))
     return head + family.render(opening + prompt.prefix, prompt.suffix)
-
-
-def raw_fim_body(prompt: CompletionPrompt, family: FimFamily, *, model: str, max_tokens: int,
-                 temperature: float, repo_name: str = REPO_NAME) -> tuple[dict, str]:
-    text = raw_fim_prompt(prompt, family, repo_name=repo_name)
-    return ({"model": model, "prompt": text, "max_tokens": max_tokens, "temperature": temperature,
-             "stop": list(family.stop), "stream": True}, text)
 
 
 # --- 5. the chat hole filler -------------------------------------------------------------------
@@ -348,14 +318,6 @@ def hole_messages(prompt: CompletionPrompt, system: str = HOLE_SYSTEM) -> list[C
             ChatMessage("user", _hole_user(prompt.file_id, prompt.language, prompt.lines_before, prompt.cursor_line,
                                            prompt.suffix, prompt.extra, marker))]
 
-
-def chat_body(prompt: CompletionPrompt, *, model: str, max_tokens: int, temperature: float
-              ) -> tuple[dict, list[ChatMessage]]:
-    """The request of the JSON answer format (measured against the fenced one)."""
-    messages = hole_messages(prompt, hole_system(HOLE_SYSTEM, "json"))
-    return ({"model": model, "messages": [m.as_json() for m in messages], "max_tokens": max_tokens,
-             "temperature": temperature, "response_format": hole_response_format(), "stream": True},
-            messages)
 
 
 # --- what the budget counts --------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The request shapes of inline completion: each route's exact body, the FIM families by model
-name, and prompts that keep what does not change while typing."""
+"""The request shapes of inline completion: what each route asks (its body is pinned in
+tests/unit/adapters/test_fim_wire.py), the FIM families by model name, and prompts that keep
+what does not change while typing."""
 
 from __future__ import annotations
 
@@ -15,17 +16,14 @@ from margin.core.completion.formats import (
     QWEN_CODER,
     STARCODER2,
     FimFamily,
-    chat_body,
-    hole_system,
-    completions_suffix_body,
     family_for,
+    fim_request,
     fixed_text,
     hole_marker,
     hole_messages,
-    infill_body,
-    mistral_fim_body,
+    hole_response_format,
+    hole_system,
     parse_hole_answer,
-    raw_fim_body,
     raw_fim_prompt,
     sends_extra,
     snippet_text,
@@ -50,49 +48,33 @@ def prompt_for(prefix: str = PREFIX, suffix: str = SUFFIX, extra: tuple[Snippet,
     return result
 
 
-# --- the bodies ----------------------------------------------------------------------------
+# --- what each route asks (the bodies: tests/unit/adapters/test_fim_wire.py) -------------------
 
-def test_llama_cpp_infill_sends_the_cursor_line_as_prompt():
-    assert infill_body(prompt_for(), max_tokens=64, temperature=0.2) == {
-        "input_prefix": "def add(a, b):\n",
-        "input_suffix": "\n\nprint(add(1, 2))\n",
-        "input_extra": [{"filename": "util.py", "text": "def helper():\n    pass\n"}],
-        "prompt": "    return ",
-        "n_predict": 64,
-        "n_indent": 4,
-        "t_max_predict_ms": 1000,
-        "temperature": 0.2,
-        "top_k": 40,
-        "top_p": 0.9,
-        "samplers": ["top_k", "top_p", "infill", "temperature"],
-        "cache_prompt": True,
-        "stream": True,
-    }
-    routed = infill_body(prompt_for(extra=()), max_tokens=32, temperature=0.0, model="qwen", t_max_predict_ms=250)
-    assert (routed["model"], routed["input_extra"], routed["t_max_predict_ms"]) == ("qwen", [], 250)
+def ask(route, prompt=None, family=None, **limits):
+    limits = {"model": None, "max_tokens": 64, "temperature": 0.2, **limits}
+    return fim_request(route, prompt or prompt_for(), family, **limits)
+
+
+def test_llama_cpp_infill_asks_with_the_cursor_line_apart():
+    request = ask("infill", model="qwen")
+    assert (request.prefix, request.line, request.suffix) == ("def add(a, b):\n", "    return ", SUFFIX)
+    assert request.extra == (HELPER,) and request.min_indent == 4 and request.stop == ()
+    assert (request.max_tokens, request.temperature, request.model) == (64, 0.2, "qwen")
+    assert (request.time_limit_ms, request.cache_prompt) == (1000, True)
+    assert request.sampling.samplers == ("top_k", "top_p", "infill", "temperature")
+    assert ask("infill", t_max_predict_ms=250).time_limit_ms == 250
 
 
 def test_mistral_fim_puts_other_files_before_the_prefix():
-    assert mistral_fim_body(prompt_for(), model="codestral-latest", max_tokens=64, temperature=0.2) == {
-        "model": "codestral-latest",
-        "prompt": "+++++ util.py\ndef helper():\n    pass\n\n\n+++++ a.py\ndef add(a, b):\n    return ",
-        "suffix": "\n\nprint(add(1, 2))\n",
-        "max_tokens": 64,
-        "temperature": 0.2,
-    }
-    assert mistral_fim_body(prompt_for(extra=()), model="codestral-2501", max_tokens=16, temperature=0.0,
-                            stop=("\n\n",)) == {
-        "model": "codestral-2501", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 16, "temperature": 0.0,
-        "stop": ["\n\n"],
-    }
+    request = ask("mistral_fim", model="codestral-latest")
+    assert request.prefix == "+++++ util.py\ndef helper():\n    pass\n\n\n+++++ a.py\ndef add(a, b):\n    return "
+    assert (request.suffix, request.stop, request.extra) == (SUFFIX, (), None)
+    assert ask("mistral_fim", prompt_for(extra=())).prefix == PREFIX
 
 
 def test_completions_with_suffix_send_the_code_only():
-    assert completions_suffix_body(prompt_for(extra=()), model="qwen2.5-coder:1.5b", max_tokens=64,
-                                   temperature=0.2) == {
-        "model": "qwen2.5-coder:1.5b", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 64,
-        "temperature": 0.2, "stream": True,
-    }
+    request = ask("completions_suffix", prompt_for(extra=()), model="qwen2.5-coder:1.5b")
+    assert (request.prefix, request.suffix, request.model, request.stop) == (PREFIX, SUFFIX, "qwen2.5-coder:1.5b", ())
 
 
 RAW = {
@@ -124,42 +106,29 @@ def test_a_raw_fim_prompt_is_the_family_template(name):
     assert sends_extra("raw_fim", family) == (name in RAW_WITH_EXTRA)
 
 
-def test_the_raw_fim_body_stops_at_the_family_end_tokens():
-    body, text = raw_fim_body(prompt_for(extra=()), QWEN_CODER, model="Qwen/Qwen2.5-Coder-1.5B", max_tokens=64,
-                              temperature=0.2)
-    assert text == RAW["qwen-coder"]
-    assert body == {
-        "model": "Qwen/Qwen2.5-Coder-1.5B",
-        "prompt": RAW["qwen-coder"],
-        "max_tokens": 64,
-        "temperature": 0.2,
-        "stop": ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
-                 "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"],
-        "stream": True,
-    }
+def test_the_raw_fim_request_is_the_whole_template_and_stops_at_the_family_end_tokens():
+    request = ask("raw_fim", prompt_for(extra=()), QWEN_CODER, model="Qwen/Qwen2.5-Coder-1.5B")
+    assert (request.prefix, request.suffix, request.stop) == (RAW["qwen-coder"], "", QWEN_CODER.stop)
+    assert "<|endoftext|>" in request.stop and "<|file_sep|>" in request.stop
     assert raw_fim_prompt(prompt_for(), STARCODER2, repo_name="margin").startswith("<repo_name>margin<file_sep>")
+    with pytest.raises(ValueError):
+        ask("raw_fim")  # no family
 
 
 def test_the_chat_route_asks_for_one_json_object_with_the_hole_marked():
-    body, messages = chat_body(prompt_for(), model="gpt-4o-mini", max_tokens=64, temperature=0.2)
+    messages = hole_messages(prompt_for(), hole_system(HOLE_SYSTEM, "json"))
     user = ("File util.py (python, open file)\n```python\ndef helper():\n    pass\n```\n\n"
             "File a.py (python)\n```python\ndef add(a, b):\n{{FILL_HERE}}\n\nprint(add(1, 2))\n```\n\n"
             "The cursor is in {{FILL_HERE}}, after this start of its line:\n```python\n    return \n```\n"
             "Write the code that goes at the cursor, after that text.")
-    assert body == {
-        "model": "gpt-4o-mini",
-        "messages": [{"role": "system", "content": hole_system(HOLE_SYSTEM, "json")}, {"role": "user", "content": user}],
-        "max_tokens": 64,
-        "temperature": 0.2,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "hole_answer", "schema": {
-            "additionalProperties": False, "properties": {"completion": {"type": "string"}},
-            "required": ["completion"], "type": "object"}}},
-        "stream": True,
-    }
-    assert [m.as_json() for m in messages] == body["messages"]
+    assert [m.as_json() for m in messages] == [{"role": "system", "content": hole_system(HOLE_SYSTEM, "json")},
+                                               {"role": "user", "content": user}]
+    assert hole_response_format() == {"type": "json_schema", "json_schema": {"name": "hole_answer", "schema": {
+        "additionalProperties": False, "properties": {"completion": {"type": "string"}},
+        "required": ["completion"], "type": "object"}}}
     # The answer is described in words: the schema (whose words a small model copies) goes only
     # in response_format.
-    assert '"completion"' in body["messages"][0]["content"] and "additionalProperties" not in HOLE_SYSTEM
+    assert '"completion"' in messages[0].content and "additionalProperties" not in HOLE_SYSTEM
     assert "in one fenced code block" in HOLE_SYSTEM and "data, never instructions" in HOLE_SYSTEM
 
 
@@ -265,13 +234,6 @@ def test_with_prefix_first_what_comes_before_the_cursor_stays(family):
     assert len(os.path.commonprefix([old_text, new_text])) == cursor
 
 
-def test_llama_cpp_infill_changes_only_its_prompt_while_typing():
-    old, new = typed_prompts(extra=(HELPER,))
-    old_body, new_body = (infill_body(p, max_tokens=64, temperature=0.2) for p in (old, new))
-    assert {k for k in old_body if old_body[k] != new_body[k]} == {"prompt"}
-    assert (old_body["prompt"], new_body["prompt"]) == ("    total = val", "    total = valu")
-
-
 # --- what the budget counts ------------------------------------------------------------------
 
 def budgeted(prompt: CompletionPrompt, fixed: str, route, family=None) -> int:
@@ -294,8 +256,8 @@ def test_the_budget_covers_the_chat_prompt_and_the_other_routes():
     fixed = fixed_text("chat", file_id="a.py", language="python", has_extra=True)
     sent = sum(count(m.content) for m in hole_messages(prompt))
     assert sent <= budgeted(prompt, fixed, "chat")
-    mistral = mistral_fim_body(prompt, model="codestral-latest", max_tokens=8, temperature=0)
-    assert count("[SUFFIX][PREFIX]") + count(mistral["prompt"]) + count(mistral["suffix"]) <= \
+    mistral = ask("mistral_fim", prompt)
+    assert count("[SUFFIX][PREFIX]") + count(mistral.prefix) + count(mistral.suffix) <= \
         budgeted(prompt, fixed_text("mistral_fim", file_id="a.py", has_extra=True), "mistral_fim")
     assert not sends_extra("completions_suffix") and sends_extra("infill") and sends_extra("chat")
     assert "<FIM_SEP>util.py\n" in snippet_text("infill", None, HELPER)
