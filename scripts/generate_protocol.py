@@ -297,7 +297,8 @@ def _md_method(method: Method, defs: dict[str, Any], nested: set[str]) -> str:
     titles = {"params": "Params" if method.kind != "command" else "Argument", "result": "Result",
               "partialResult": "Each partial result"}
     out += [_md_model(titles[part], model, defs, nested) for part, model in _parts(method).items()]
-    errors = "InvalidParams naming each bad field" + (f"; {method.errors}" if method.errors else ".")
+    errors = "InvalidParams naming each bad field and the rule it breaks" + (
+        f"; {method.errors}" if method.errors else ".")
     out.append(f"**Errors**: {errors}\n")
     out.append(f"JSON schema: [{schema_file(method).name}](protocol/{schema_file(method).name})\n")
     return "\n".join(out)

@@ -1,7 +1,8 @@
 """Margin's own LSP methods and commands, each declared once: its name, a request or a command,
 the wire models of its params and result, and what it is for. The handlers register and parse
-by these, `initialize` advertises the requests, and scripts/generate_protocol.py writes
-docs/protocol.md, a JSON schema per method and the VS Code client's types from them.
+by these, `initialize` advertises the requests (tests hold lsp/protocol.py's CUSTOM_METHODS to
+them), and scripts/generate_protocol.py writes docs/protocol.md, a JSON schema per method and
+the VS Code client's types from them.
 
 Cheap to import (answering `initialize` needs the names): a model is named as
 `module:Class` under margin.lsp and imported on first use.
@@ -28,7 +29,8 @@ class Method:
     use: str
     """when a client uses it, and what to know doing so"""
     errors: str = ""
-    """the errors it answers besides InvalidParams (every method's, naming the bad fields)"""
+    """the errors it answers besides InvalidParams (every method's, naming each bad field and
+    the rule it breaks)"""
     kind: Kind = "request"
     """request: Margin's own; command: workspace/executeCommand; standard: an LSP method whose
     params Margin reads with a model of its own"""
@@ -89,8 +91,7 @@ RECALL = Method(
     "Exactly what a pointer such as `[t42 parser.py]` stood for when it was shown.",
     "Prompts show older file contents and replies as pointers; this shows one in full, and for a "
     "file whether it has changed since.",
-    "InvalidParams when `pointer` is not a pointer; RequestFailed when the thread does not exist "
-    "or nothing in it is that pointer.")
+    "RequestFailed when the thread does not exist or nothing in it is that pointer.")
 THREADS = Method(
     "margin/threads", "wire:ThreadsParams", "wire:ThreadsResult",
     "The conversation threads of a workspace folder, or of every workspace.",
@@ -110,8 +111,7 @@ REMEMBER = Method(
     "Pin a fact for Margin to keep in mind, in the document's workspace folder or everywhere.",
     "Memories are in every chat and edit-ops prompt of their scope. The text is stripped and "
     "checked by the same rules as the terminal's `margin remember`.",
-    "InvalidParams naming the rule a text or scope breaks; RequestFailed for a workspace memory "
-    "when there is no workspace folder.")
+    "RequestFailed for a workspace memory when there is no workspace folder.")
 FORGET = Method(
     "margin/forget", "wire_memories:ForgetParams", "wire_memories:ForgetResult",
     "Forget a memory by its id.",
