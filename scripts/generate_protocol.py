@@ -208,11 +208,19 @@ def _ts_type(schema: dict[str, Any]) -> str:
                   lambda values: f"Record<string, {values}>")
 
 
-def _ts_interface(model: str, definition: dict[str, Any]) -> str:
+def _ts_interface(model: str, defs: dict[str, Any], models: dict[str, type[BaseModel]]) -> str:
+    """A model as an interface; a subclass of another model extends its interface with the
+    fields it adds."""
+    definition = defs[model]
     out = _ts_doc(definition["description"]) if definition.get("description") else ""
-    out += f"export interface {type_name(model)} {{\n"
+    base = next((k.__name__ for k in models[model].__bases__ if k.__name__ in defs), None)
+    inherited = {field: (prop, field in defs[base].get("required", []))
+                 for field, prop in defs[base].get("properties", {}).items()} if base else {}
+    out += f"export interface {type_name(model)}{f' extends {type_name(base)}' if base else ''} {{\n"
     required = set(definition.get("required", []))
     for field, prop in definition.get("properties", {}).items():
+        if inherited.get(field) == (prop, field in required):
+            continue  # as the base interface has it
         out += _ts_doc(_about(prop), "  ") if _about(prop) else ""
         out += f"  {field}{'' if field in required else '?'}: {_ts_type(prop)};\n"
     return out + "}\n"
@@ -244,7 +252,7 @@ def types_ts(defs: dict[str, Any]) -> str:
         names_const("COMMANDS", "Margin's commands (workspace/executeCommand; the params are the one argument).",
                     methods.COMMANDS),
         f"/** Each request's params and result. */\nexport interface Requests {{\n{requests}}}\n",
-        *(_ts_interface(model, definition) for model, definition in defs.items()),
+        *(_ts_interface(model, defs, _models()) for model in defs),
     ])
 
 

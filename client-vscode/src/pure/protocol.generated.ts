@@ -180,23 +180,7 @@ export interface EditSelectionResult {
   pending?: boolean | null;
 }
 
-export interface ExplainParams {
-  /** what the user asks (not empty) */
-  message: string;
-  /** the active document: its workspace folder picks the thread, and it comes first in the prompt */
-  textDocument?: Document | null;
-  /** the selected range of the active document, shown to the model as the selection */
-  selection?: Range | null;
-  /** the cursor in the active document */
-  position?: Position | null;
-  /** the open documents the prompt may include, by URI; without it, every open document */
-  files?: string[] | null;
-  /** the thread to continue; without it, the workspace folder's current thread */
-  threadId?: string | null;
-  /** stream the reply as partial results (`$/progress` with this token) */
-  partialResultToken?: number | string | null;
-  /** report work-done progress with this token (cancellable) */
-  workDoneToken?: number | string | null;
+export interface ExplainParams extends ChatRequestParams {
   /** the profile whose prompt to explain (default `"chat"`) */
   profile?: "completion" | "edit" | "chat" | "chatOps";
 }
@@ -402,11 +386,7 @@ export interface RecallMade {
   fingerprint?: string | null;
 }
 
-export interface RecallParams {
-  /** the thread; without it, the document's workspace folder's current thread */
-  threadId?: string | null;
-  /** a document of the workspace folder whose current thread is meant */
-  textDocument?: Document | null;
+export interface RecallParams extends HistoryParams {
   /** e.g. `[t42 parser.py]` (the brackets may be left out) (not empty; at most 1000 characters) */
   pointer: string;
 }
