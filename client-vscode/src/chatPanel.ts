@@ -6,25 +6,15 @@ import * as crypto from "crypto";
 import * as vscode from "vscode";
 import { ProgressType } from "vscode-languageclient/node";
 import type { Margin } from "./extension";
-import { Budget, budgetView } from "./pure/budget";
+import { budgetView } from "./pure/budget";
 import { describe } from "./pure/messages";
-
-interface ChatResult {
-  threadId: string;
-  reply: string;
-  budget: Budget;
-  message?: string;
-}
-
-interface HistoryResult {
-  threadId: string;
-  messages: { role: string; content: string }[];
-}
+import { ChatDelta, ChatRequestParams, HistoryParams, METHODS } from "./pure/protocol.generated";
+import { request } from "./requests";
 
 type FromWebview = { type: "ready" } | { type: "send"; text: string } | { type: "cancel" } | { type: "newThread" };
 
 const REQUEST_CANCELLED = -32800;
-const delta = new ProgressType<{ delta: string }>();
+const delta = new ProgressType<ChatDelta>();
 
 export class ChatPanel {
   private static current: ChatPanel | undefined;
@@ -69,8 +59,9 @@ export class ChatPanel {
 
   async loadHistory(): Promise<void> {
     try {
-      const where = this.threadId ? { threadId: this.threadId } : this.document() ? { textDocument: this.document() } : {};
-      const history = await this.margin.client.sendRequest<HistoryResult>("margin/history", where);
+      const where: HistoryParams = this.threadId ? { threadId: this.threadId } :
+        this.document() ? { textDocument: this.document() } : {};
+      const history = await request(this.margin.client, METHODS.history, where);
       this.threadId = history.threadId;
       this.post({ type: "history", messages: history.messages });
     } catch (error) {
@@ -81,8 +72,7 @@ export class ChatPanel {
   async newThread(): Promise<void> {
     try {
       const document = this.document();
-      const created = await this.margin.client.sendRequest<{ threadId: string }>("margin/newThread",
-        document ? { textDocument: document } : {});
+      const created = await request(this.margin.client, METHODS.newThread, document ? { textDocument: document } : {});
       this.threadId = created.threadId;
       this.post({ type: "history", messages: [] });
     } catch (error) {
@@ -94,7 +84,7 @@ export class ChatPanel {
     const client = this.margin.client;
     const editor = this.margin.lastEditor();
     const token = `margin-chat-${crypto.randomUUID()}`;
-    const params: Record<string, unknown> = { message: text, partialResultToken: token };
+    const params: ChatRequestParams = { message: text, partialResultToken: token };
     if (editor) {
       params.textDocument = { uri: client.code2ProtocolConverter.asUri(editor.document.uri) };
       if (!editor.selection.isEmpty) params.selection = client.code2ProtocolConverter.asRange(editor.selection);
@@ -104,7 +94,7 @@ export class ChatPanel {
     this.post({ type: "start" });
     const progress = client.onProgress(delta, token, (value) => this.post({ type: "delta", text: value.delta }));
     try {
-      const result = await this.margin.status.busy((cancel) => client.sendRequest<ChatResult>("margin/chat", params, cancel));
+      const result = await this.margin.status.busy((cancel) => request(client, METHODS.chat, params, cancel));
       this.threadId = result.threadId;
       this.margin.status.lastBudget(result.budget);
       this.post({ type: "done", reply: result.reply, message: result.message ?? null, budget: budgetView(result.budget) });

@@ -6,17 +6,16 @@
 import * as path from "path";
 import * as vscode from "vscode";
 import type { Margin } from "./extension";
-import { ApplyResult, applyMessage, describe } from "./pure/messages";
+import { applyMessage, describe } from "./pure/messages";
+import { ChatRequestParams, EditOpsResult, METHODS } from "./pure/protocol.generated";
 import { LspTextEdit, applyTextEdits } from "./pure/textEdits";
+import { request } from "./requests";
 
 export const PROPOSAL_SCHEME = "margin-proposal";
 
-interface EditOpsResult {
-  enabled: boolean;
-  assistantMessage: string;
-  ops: unknown[];
-  baseFingerprints: Record<string, string>;
-  edit?: { documentChanges?: { textDocument: { uri: string; version: number | null }; edits: LspTextEdit[] }[] };
+/** margin/editOps' `edit`: LSP's versioned WorkspaceEdit, as far as the preview reads it. */
+interface ProposedEdit {
+  documentChanges?: { textDocument: { uri: string; version: number | null }; edits: LspTextEdit[] }[];
 }
 
 type Decision = "apply" | "discard";
@@ -88,7 +87,7 @@ export async function editSelection(margin: Margin, proposals: ProposalView): Pr
 
   const client = margin.client;
   const document = editor.document;
-  const params: Record<string, unknown> = {
+  const params: ChatRequestParams = {
     message: instruction.trim(),
     textDocument: { uri: client.code2ProtocolConverter.asUri(document.uri) },
     position: client.code2ProtocolConverter.asPosition(editor.selection.active),
@@ -101,13 +100,13 @@ export async function editSelection(margin: Margin, proposals: ProposalView): Pr
       { location: vscode.ProgressLocation.Notification, title: "Margin is preparing the change…", cancellable: true },
       (_, cancel) => margin.status.busy((busy) => {
         cancel.onCancellationRequested(() => margin.status.cancel());
-        return client.sendRequest<EditOpsResult>("margin/editOps", params, busy);
+        return request(client, METHODS.editOps, params, busy);
       }));
   } catch (error) {
     void vscode.window.showErrorMessage(`Margin: ${describe(error)}`);
     return;
   }
-  const changes = result.edit?.documentChanges ?? [];
+  const changes = (result.edit as ProposedEdit | null | undefined)?.documentChanges ?? [];
   if (!result.ops.length || !changes.length) {
     void vscode.window.showWarningMessage(`Margin: ${result.assistantMessage || "no change was proposed."}`);
     return;
@@ -136,7 +135,7 @@ export async function editSelection(margin: Margin, proposals: ProposalView): Pr
   if (decision === "discard") return;
 
   try {
-    const applied = await client.sendRequest<ApplyResult>("margin/applyOps", {
+    const applied = await request(client, METHODS.applyOps, {
       ops: result.ops, baseFingerprints: result.baseFingerprints, textDocument: params.textDocument,
       selection: params.selection, position: params.position,
     });

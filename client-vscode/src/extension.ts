@@ -17,7 +17,9 @@ import {
 import { ChatPanel } from "./chatPanel";
 import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
+import { METHODS, RecallParams } from "./pure/protocol.generated";
 import { serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
+import { request } from "./requests";
 import { StatusBar } from "./statusBar";
 
 export interface Margin {
@@ -180,13 +182,12 @@ async function recall(margin: Margin): Promise<void> {
     return;
   }
   const active = vscode.window.activeTextEditor?.document;
-  const params: { pointer: string; textDocument?: { uri: string } } = { pointer };
+  const params: RecallParams = { pointer };
   if (active && active.uri.scheme === "file") {
     params.textDocument = { uri: active.uri.toString() };
   }
   try {
-    const found = await margin.client.sendRequest<{ content: string; changedSince?: boolean; fileId?: string }>(
-      "margin/recall", params);
+    const found = await request(margin.client, METHODS.recall, params);
     const document = await vscode.workspace.openTextDocument({ content: found.content, language: "markdown" });
     await vscode.window.showTextDocument(document, { preview: true });
     if (found.changedSince) {

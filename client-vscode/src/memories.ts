@@ -5,7 +5,9 @@
 import * as vscode from "vscode";
 import type { Margin } from "./extension";
 import { describe } from "./pure/messages";
-import { MemoriesResult, MemoryItem, memoriesTitle, memoryItems, memoryProblem, rememberParams, scopeChoices } from "./pure/memories";
+import { MemoryItem, memoriesTitle, memoryItems, memoryProblem, rememberParams, scopeChoices } from "./pure/memories";
+import { METHODS } from "./pure/protocol.generated";
+import { request } from "./requests";
 
 const FORGET: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("trash"), tooltip: "Forget" };
 const ADD: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("add"), tooltip: "Remember…" };
@@ -31,7 +33,7 @@ export async function remember(margin: Margin): Promise<boolean> {
     await vscode.window.showQuickPick(choices, { title: "Margin: Remember it for…", placeHolder: text.trim() });
   if (!choice) return false;
   try {
-    const made = await margin.client.sendRequest<{ id: string }>("margin/remember",
+    const made = await request(margin.client, METHODS.remember,
       rememberParams(text, choice.scope, document?.uri.toString()));
     const where = choice.scope === "global" ? "in every workspace" : `in ${folder?.name ?? "this workspace"}`;
     void vscode.window.showInformationMessage(`Margin will keep that in mind ${where} (memory ${made.id}).`);
@@ -56,7 +58,7 @@ export async function showMemories(margin: Margin): Promise<void> {
   const load = async (): Promise<void> => {
     pick.busy = true;
     try {
-      const result = await margin.client.sendRequest<MemoriesResult>("margin/memories", params());
+      const result = await request(margin.client, METHODS.memories, params());
       pick.title = memoriesTitle(result);
       pick.items = memoryItems(result.memories, Date.now() / 1000)
         .map((item: MemoryItem) => ({ ...item, buttons: [FORGET] }));
@@ -68,7 +70,7 @@ export async function showMemories(margin: Margin): Promise<void> {
   };
   const forget = async (item: Item): Promise<void> => {
     try {
-      await margin.client.sendRequest<{ removed: boolean }>("margin/forget", { id: item.id });
+      await request(margin.client, METHODS.forget, { id: item.id });
     } catch (error) {
       void vscode.window.showErrorMessage(`Margin: ${describe(error)}`);
     }

@@ -3,13 +3,10 @@
 
 import * as vscode from "vscode";
 import { LanguageClient } from "vscode-languageclient/node";
-import { Budget, budgetView } from "./pure/budget";
+import { budgetView } from "./pure/budget";
 import { StatusState, statusText } from "./pure/messages";
-
-interface ProfileStatus {
-  model?: string | null;
-  contextWindow?: number | null;
-}
+import { Budget, METHODS, ProfileStatus } from "./pure/protocol.generated";
+import { request } from "./requests";
 
 export class StatusBar implements vscode.Disposable {
   private readonly item = vscode.window.createStatusBarItem("margin.status", vscode.StatusBarAlignment.Right, 100);
@@ -30,8 +27,8 @@ export class StatusBar implements vscode.Disposable {
   /** The model and window of the chat profile, from margin/status. */
   async refresh(client: LanguageClient): Promise<void> {
     try {
-      const status = await client.sendRequest<{ profiles: Record<string, ProfileStatus> }>("margin/status", {});
-      const chat = status.profiles.chat ?? {};
+      const status = await request(client, METHODS.status, {});
+      const chat: Partial<ProfileStatus> = status.profiles.chat ?? {};
       this.update({ running: true, model: chat.model, contextWindow: chat.contextWindow });
     } catch {
       this.update({ running: client.isRunning() });

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
+from margin.core.languages import language_of
 from margin.services.app import MarginApp
 from margin.services.registry import Services
 
@@ -42,11 +43,6 @@ async def running_app(args: argparse.Namespace) -> AsyncIterator[tuple[MarginApp
         await app.aclose()
 
 
-LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go",
-             ".c": "c", ".h": "c", ".cpp": "cpp", ".java": "java", ".lua": "lua", ".md": "markdown",
-             ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "shellscript"}
-
-
 def open_services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[str]]:
     """The use cases with the current folder as the workspace and `files` open."""
     uris = []
@@ -56,7 +52,7 @@ def open_services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[
             text = path.read_bytes().decode("utf-8")  # exact bytes: no newline translation
         except (OSError, UnicodeDecodeError) as error:
             raise CliError(f"cannot read {name}: {error}") from None
-        app.files.open(path.as_uri(), LANGUAGES.get(path.suffix, "plaintext"), 1, text)
+        app.files.open(path.as_uri(), language_of(path.name, "plaintext"), 1, text)
         uris.append(path.as_uri())
     app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
     app.workspace.folders = lambda: [Path.cwd().as_uri()]

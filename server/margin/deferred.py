@@ -50,7 +50,9 @@ WARM_UP: tuple[str, ...] = (
     "margin.lsp.convert",
     "margin.lsp.wire",
     "margin.lsp.wire_completion",
+    "margin.lsp.wire_edits",
     "margin.lsp.wire_memories",
+    "margin.lsp.wire_status",
 )
 """Imported in the background after `initialize`, in this order: every module bound with
 `module()`, and the libraries under them that cost most (tests check that each `module()` is

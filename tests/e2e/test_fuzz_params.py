@@ -29,7 +29,7 @@ from lsprotocol import types
 from pydantic import BaseModel
 
 from margin.core.settings import GlobalSettings, ProfileSettings
-from margin.lsp import wire, wire_completion, wire_memories
+from margin.lsp import methods
 from tests import log_secrets
 from tests.e2e import fuzz_params as fz
 from tests.e2e.raw_lsp import RawClient, raw_client
@@ -42,17 +42,10 @@ WINDOW = 8
 """requests in flight at once"""
 INVALID_PARAMS, REQUEST_FAILED, INTERNAL_ERROR = -32602, -32803, -32603
 
-CUSTOM: dict[str, type[BaseModel]] = {
-    "margin/chat": wire.ChatRequestParams, "margin/explain": wire.ExplainParams,
-    "margin/editOps": wire.ChatRequestParams, "margin/applyOps": wire.ApplyOpsParams,
-    "margin/history": wire.HistoryParams, "margin/recall": wire.RecallParams,
-    "margin/threads": wire.ThreadsParams, "margin/newThread": wire.NewThreadParams,
-    "margin/deleteThread": wire.DeleteThreadParams, "margin/remember": wire_memories.RememberParams,
-    "margin/forget": wire_memories.ForgetParams, "margin/memories": wire_memories.MemoriesParams,
-    "margin/status": wire.StatusParams, "textDocument/inlineCompletion": wire_completion.InlineCompletionRequestParams,
-}
-COMMANDS: dict[str, type[BaseModel]] = {"margin.applyOps": wire.ApplyOpsParams,
-                                        "margin.editSelection": wire.SelectionEditData}
+CUSTOM: dict[str, type[BaseModel]] = {m.name: m.params_model() for m in methods.REQUESTS + methods.STANDARD}
+COMMANDS: dict[str, type[BaseModel]] = {m.name: m.params_model() for m in methods.COMMANDS}
+SELECTION_EDIT_DATA = methods.EDIT_SELECTION_COMMAND.params_model()
+APPLY_OPS_PARAMS = methods.APPLY_OPS_COMMAND.params_model()
 STANDARD_REQUESTS = {
     "textDocument/codeAction": types.CodeActionParams, "codeAction/resolve": types.CodeAction,
     "textDocument/completion": types.CompletionParams,
@@ -98,7 +91,7 @@ def _lsp_verdict(method: str) -> Callable[[Any], fz.Verdict]:
 
 def _resolve_verdict(params: Any) -> fz.Verdict:
     verdict, action = fz.lsp_verdict(types.CODE_ACTION_RESOLVE, params)
-    return fz.pydantic_verdict(wire.SelectionEditData, action.data, "data") if verdict.valid else verdict
+    return fz.pydantic_verdict(SELECTION_EDIT_DATA, action.data, "data") if verdict.valid else verdict
 
 
 def _command_verdict(params: Any) -> fz.Verdict:
@@ -117,11 +110,11 @@ def hints(workspace: Path, fake_url: str) -> fz.Hints:
     uri = st.sampled_from(uris) | (st.integers(0, 9).filter(lambda i: i == 0).flatmap(lambda _: fz.HOSTILE))
     doc_text = st.one_of(fz.TEXT, st.sampled_from(list(DOCUMENTS.values())), fz.LONE_SURROGATES,
                          st.integers(0, 30).filter(lambda i: i == 0).flatmap(lambda _: fz.HUGE_TEXT))
-    selection = fz.from_schema(fz.pydantic_schema(wire.SelectionEditData), fz.pydantic_schema(wire.SelectionEditData), {
+    selection = fz.from_schema(fz.pydantic_schema(SELECTION_EDIT_DATA), fz.pydantic_schema(SELECTION_EDIT_DATA), {
         "*.uri": st.sampled_from(uris), "*.line": st.integers(0, 8), "*.character": st.integers(0, 30),
         "*.endLine": st.integers(0, 8), "*.instruction": fz.TEXT, "*.fingerprint": st.none() | st.just("sha256:00"),
     })
-    apply_ops = fz.from_schema(fz.pydantic_schema(wire.ApplyOpsParams), fz.pydantic_schema(wire.ApplyOpsParams), {
+    apply_ops = fz.from_schema(fz.pydantic_schema(APPLY_OPS_PARAMS), fz.pydantic_schema(APPLY_OPS_PARAMS), {
         "*.uri": st.sampled_from(uris), "*.targetFile": st.sampled_from(uris),
         "*.op": st.sampled_from(["replace", "insert", "delete", "bogus"]),
         "*.target": st.sampled_from(["match", "document", "selection", "position", "x"]),

@@ -1,21 +1,6 @@
 // The budget report of a request, as the chat panel and the status bar show it.
 
-export interface BudgetSection {
-  name: string;
-  tokens: number;
-  kept: number;
-  dropped: { item: string; reason: string }[];
-}
-
-export interface Budget {
-  contextWindow: number;
-  reservedOutput: number;
-  limit: number;
-  total: number;
-  counted?: number;
-  tokenizer: { name: string; exact: boolean };
-  sections: BudgetSection[];
-}
+import type { Budget } from "./protocol.generated";
 
 export interface Segment {
   name: string;

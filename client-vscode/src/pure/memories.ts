@@ -2,20 +2,9 @@
 // checks "Margin: Remember…" makes before asking the server (which checks again, by the same
 // rules: text stripped, non-empty, at most 2,000 characters).
 
+import type { MemoriesResult, Memory, RememberParams } from "./protocol.generated";
+
 export type Scope = "workspace" | "global";
-
-export interface Memory {
-  id: string;
-  text: string;
-  scope: Scope;
-  /** epoch seconds */
-  created: number;
-}
-
-export interface MemoriesResult {
-  memories: Memory[];
-  persistent: boolean;
-}
 
 export const MAX_MEMORY_CHARS = 2000;
 
@@ -42,12 +31,6 @@ export function scopeChoices(folder: string | undefined): ScopeChoice[] {
   const everywhere = { label: "Every workspace", description: "global", scope: "global" as const };
   if (!folder) return [everywhere];
   return [{ label: "This workspace folder", description: folder, scope: "workspace" }, everywhere];
-}
-
-export interface RememberParams {
-  text: string;
-  scope: Scope;
-  textDocument?: { uri: string };
 }
 
 /** margin/remember's params: the active document (a file) names the workspace folder. */

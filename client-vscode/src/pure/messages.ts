@@ -1,13 +1,8 @@
 // What the user is told: results of applying, and the status bar's text.
 
-export interface ApplyResult {
-  applied: boolean;
-  rebased: boolean;
-  staleFiles: string[];
-  failureReason?: string;
-}
+import type { ApplyOpsResult } from "./protocol.generated";
 
-export function applyMessage(result: ApplyResult, name: (uri: string) => string = (u) => u):
+export function applyMessage(result: ApplyOpsResult, name: (uri: string) => string = (u) => u):
     { ok: boolean; text: string } {
   if (result.applied && result.rebased) {
     return { ok: true, text: "Margin applied the change. The file had changed since the proposal, but not " +

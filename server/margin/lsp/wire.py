@@ -1,6 +1,8 @@
 """The wire format of Margin's own requests: params validated from plain JSON and results
 dumped to it, camelCase on the wire, each beside its core value. Handlers parse with these,
-call a service, and dump with these; nothing else builds Margin's JSON."""
+call a service, and dump with these; nothing else builds Margin's JSON. This module holds the
+shared pieces, chat and threads; wire_edits, wire_memories, wire_status and wire_completion the
+rest, and lsp/methods.py names each method's models."""
 
 from __future__ import annotations
 
@@ -10,16 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from margin.core.budget import BudgetReport
-from margin.core.editops import EditOp
 from margin.core.llm import ChatMessage
 from margin.core.pointers import parse_pointer
-from margin.core.selection_edit import Diagnostic
 from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
 from margin.core.where import Where
 from margin.services.chat import Ask
-from margin.services.editops import ApplyRequest
-from margin.services.selection_edit import SelectionEditRequest
 
 Token = int | str
 
@@ -41,7 +39,9 @@ class _Wire(BaseModel):
 
 class PositionModel(_Wire):
     line: Annotated[int, Field(ge=0)]
+    """zero-based"""
     character: Annotated[int, Field(ge=0)]
+    """zero-based, in the position encoding agreed at `initialize` (UTF-16 unless the client offered another)"""
 
     def core(self) -> Position:
         return Position(self.line, self.character)
@@ -50,6 +50,7 @@ class PositionModel(_Wire):
 class RangeModel(_Wire):
     start: PositionModel
     end: PositionModel
+    """exclusive"""
 
     def core(self) -> Range:
         return Range(self.start.core(), self.end.core())
@@ -62,6 +63,7 @@ class RangeModel(_Wire):
 
 class DocumentModel(_Wire):
     uri: Annotated[str, Field(min_length=1)]
+    """the document's URI, as the editor names it"""
 
 
 def _uri(document: DocumentModel | None) -> str | None:
@@ -70,31 +72,44 @@ def _uri(document: DocumentModel | None) -> str | None:
 
 class TokenizerModel(_Wire):
     name: str
+    """the tokenizer that counted, e.g. `tiktoken:o200k_base`, `llama.cpp`, `heuristic`"""
     exact: bool
+    """false when counted with the heuristic (an upper bound)"""
 
 
 class DroppedModel(_Wire):
     item: str
+    """what was left out"""
     reason: str
+    """why"""
 
 
 class SectionModel(_Wire):
     name: str
+    """the prompt's part: system, history, summary, snippets, files, memories, message, ..."""
     tokens: int
+    """what the part takes"""
     kept: int
+    """how many items were kept"""
     dropped: list[DroppedModel]
+    """the items left out to fit the budget"""
 
 
 class BudgetModel(_Wire):
     """The budget report in every chat, edit-ops and explain result."""
 
     context_window: int
+    """the model's context window, in tokens"""
     reserved_output: int
+    """tokens kept for the reply (`maxOutputTokens`)"""
     limit: int
+    """what the prompt may take: the window less the reply's share and a safety margin"""
     total: int
+    """the engine's sum of its sections"""
     tokenizer: TokenizerModel
     sections: list[SectionModel]
     counted: int
+    """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
 
     @classmethod
     def of(cls, report: BudgetReport) -> BudgetModel:
@@ -109,20 +124,30 @@ class BudgetModel(_Wire):
 
 class MessageModel(_Wire):
     role: str
+    """system, user, assistant or tool"""
     content: str
+    """the message as sent"""
 
 
 # --- chat and threads ------------------------------------------------------------------------
 
 class ChatRequestParams(_Wire):
     message: Annotated[str, Field(min_length=1)]
+    """what the user asks"""
     text_document: DocumentModel | None = None
+    """the active document: its workspace folder picks the thread, and it comes first in the prompt"""
     selection: RangeModel | None = None
+    """the selected range of the active document, shown to the model as the selection"""
     position: PositionModel | None = None
+    """the cursor in the active document"""
     files: list[str] | None = None
+    """the open documents the prompt may include, by URI; without it, every open document"""
     thread_id: str | None = None
+    """the thread to continue; without it, the workspace folder's current thread"""
     partial_result_token: Token | None = None
+    """stream the reply as partial results (`$/progress` with this token)"""
     work_done_token: Token | None = None
+    """report work-done progress with this token (cancellable)"""
 
     def core(self) -> Ask:
         return Ask(self.message, Where(_uri(self.text_document), self.selection.core() if self.selection else None,
@@ -132,11 +157,21 @@ class ChatRequestParams(_Wire):
 
 class ExplainParams(ChatRequestParams):
     profile: Literal[PROFILES] = "chat"  # type: ignore[valid-type]
+    """the profile whose prompt to explain"""
+
+
+class ChatDelta(_Wire):
+    """A partial result of margin/chat: `$/progress` on the request's partialResultToken."""
+
+    delta: str
+    """the reply's next piece of text"""
 
 
 class UsageModel(_Wire):
     prompt_tokens: int | None
+    """as the backend reported them; null when it did not"""
     completion_tokens: int | None
+    """as the backend reported them; null when it did not"""
 
 
 
@@ -144,15 +179,20 @@ class RecallMadeModel(_Wire):
     """A call of the recall tool in a chat turn."""
 
     pointer: str | None
+    """the pointer asked for; null when the call named none"""
     status: str
     """recalled, changed since, not found, not a pointer, over budget, over the limit"""
     tokens: int
+    """what the recalled text took in the prompt"""
     fingerprint: str | None = None
+    """the recalled file's sha256 at that turn"""
 
 
 class ChatResult(_Wire):
     thread_id: str
+    """the thread the turn was kept in"""
     reply: str
+    """the whole reply (empty when nothing was sent)"""
     usage: UsageModel
     budget: BudgetModel
     message: str | None = None
@@ -163,9 +203,12 @@ class ChatResult(_Wire):
 
 class ExplainResult(_Wire):
     thread_id: str
+    """the thread the request would go to"""
     budget: BudgetModel
     messages: list[MessageModel]
+    """the messages that would be sent, in order"""
     message: str | None = None
+    """why nothing would be sent (over budget)"""
     tools: list[str] | None = None
     """the tools the request would offer (`recall`, when a pointer is shown and the backend
     takes tools)"""
@@ -177,7 +220,9 @@ class ExplainResult(_Wire):
 
 class HistoryParams(_Wire):
     thread_id: str | None = None
+    """the thread; without it, the document's workspace folder's current thread"""
     text_document: DocumentModel | None = None
+    """a document of the workspace folder whose current thread is meant"""
 
     def where(self) -> Where:
         return Where(text_document=_uri(self.text_document), thread_id=self.thread_id)
@@ -198,9 +243,11 @@ class RecallParams(HistoryParams):
 class RecallResult(_Wire):
     thread_id: str
     pointer: str
+    """the pointer, as the thread's prompts write it"""
     content: str
     """exactly what the pointer stood for when it was shown"""
     file_id: str | None = None
+    """the file's name in prompts, when the pointer is to a file"""
     fingerprint: str | None = None
     """the file's sha256 at that turn"""
     changed_since: bool | None = None
@@ -210,37 +257,48 @@ class RecallResult(_Wire):
 class HistoryMessageModel(_Wire):
     id: int
     role: str
+    """user or assistant"""
     content: str
+    """what the user typed, or the reply"""
     created_at: float
+    """epoch seconds"""
 
 
 
 class HistoryResult(_Wire):
     thread_id: str
     messages: list[HistoryMessageModel]
+    """oldest first"""
 
 
 class ThreadsParams(_Wire):
     workspace: str | None = None
+    """a workspace folder's URI; without it, every workspace's threads"""
 
 
 class ThreadModel(_Wire):
     id: str
     workspace: str
+    """the workspace folder's URI"""
     context: str
+    """what the thread is for (`chat`)"""
     title: str | None
     created_at: float
+    """epoch seconds"""
     updated_at: float
+    """epoch seconds"""
 
 
 
 class ThreadsResult(_Wire):
     threads: list[ThreadModel]
     persistent: bool
+    """false when the thread database cannot be used and threads last until Margin stops"""
 
 
 class NewThreadParams(_Wire):
     text_document: DocumentModel | None = None
+    """a document of the workspace folder the thread is for"""
     title: str | None = None
 
     def where(self) -> Where:
@@ -257,140 +315,4 @@ class DeleteThreadParams(_Wire):
 
 class DeleteThreadResult(_Wire):
     deleted: bool
-
-
-# --- edit-ops --------------------------------------------------------------------------------
-
-class OpModel(_Wire):
-    """An op on the wire (camelCase, `targetFile` a URI). Values are checked by the op rules,
-    which name the op."""
-
-    op: str
-    target_file: str
-    target: str
-    match: str | None = None
-    content: str | None = None
-
-    def core(self) -> EditOp:
-        return EditOp(self.op, self.target_file, self.target, self.match, self.content)
-
-    @classmethod
-    def of(cls, op: EditOp) -> OpModel:
-        optional = {k: v for k, v in (("match", op.match), ("content", op.content)) if v is not None}
-        return cls(op=op.op, target_file=op.target_file, target=op.target, **optional)
-
-
-class EditOpsResult(_Wire):
-    enabled: bool
-    assistant_message: str
-    ops: list[OpModel]
-    base_fingerprints: dict[str, str]
-    budget: BudgetModel | dict[str, Any]
-    """{} when nothing was budgeted (the profile is off, or the request could not start)"""
-    thread_id: str | None
-    edit: dict[str, Any] | None = None
-    """the proposal as a versioned WorkspaceEdit (LSP JSON), when there is one"""
-
-
-class ApplyOpsParams(_Wire):
-    ops: list[OpModel]
-    base_fingerprints: dict[str, str]
-    selection: RangeModel | None = None
-    position: PositionModel | None = None
-    text_document: DocumentModel | None = None
-
-    def core(self) -> ApplyRequest:
-        where = Where(_uri(self.text_document), self.selection.core() if self.selection else None,
-                      self.position.core() if self.position else None)
-        return ApplyRequest([op.core() for op in self.ops], dict(self.base_fingerprints), where)
-
-
-class ApplyOpsResult(_Wire):
-    applied: bool
-    rebased: bool
-    stale_files: list[str]
-    failure_reason: str | None = None
-
-
-# --- code actions ----------------------------------------------------------------------------
-
-class DiagnosticModel(_Wire):
-    line: Annotated[int, Field(ge=0)]
-    message: str
-    source: str | None = None
-    code: str | None = None
-    end_line: Annotated[int, Field(ge=0)] | None = None
-
-    def core(self) -> Diagnostic:
-        return Diagnostic(self.line, self.message, self.source, self.code, self.end_line)
-
-
-
-class SelectionEditData(_Wire):
-    """What a Margin code action carries (`data`, or its command's argument) until it is
-    resolved: the selection, the text it was offered on, and what to ask."""
-
-    uri: Annotated[str, Field(min_length=1)]
-    range: RangeModel
-    kind: Literal["preset", "fix", "comment"]
-    fingerprint: str | None = None
-    instruction: str = ""
-    diagnostics: list[DiagnosticModel] = []
-
-    def core(self) -> SelectionEditRequest:
-        return SelectionEditRequest(self.uri, self.range.core(), self.kind, self.instruction,
-                                    [d.core() for d in self.diagnostics], self.fingerprint)
-
-
-class EditSelectionResult(_Wire):
-    applied: bool
-    failure_reason: str | None = None
-    pending: bool | None = None
-    """true: the model was still working when the command answered; the edit is applied when
-    it is done, and a failure then is shown to the user"""
-
-
-# --- status ----------------------------------------------------------------------------------
-
-class StatusParams(_Wire):
-    refresh: bool = False
-    """Probe the backends again instead of reusing a recent probe."""
-
-
-class FileStatusModel(_Wire):
-    uri: str
-    version: int
-    fingerprint: str
-    language_id: str
-
-
-
-class ProfileStatusModel(_Wire):
-    enabled: bool
-    model: str | None
-    base_url: str
-    api_key: str
-    """whether requests carry the API key `apiKeyEnv` names, and why (or why not): "none
-    configured", "$VAR is set; sent to https://host only", or what keeps it back"""
-    reachable: bool | None
-    """None for a disabled profile (not probed); true for a busy backend, with `error` saying so"""
-    backend: str | None
-    context_window: int
-    context_window_source: str
-    tokenizer: str
-    exact: bool
-    tokenizer_state: str
-    error: str | None
-    completion_route: str | None = None
-    """the completion profile's route (infill, mistral_fim, completions_suffix, raw_fim, chat),
-    once found; null for the other profiles"""
-
-
-
-class StatusResult(_Wire):
-    version: str
-    position_encoding: str
-    profiles: dict[str, ProfileStatusModel]
-    files: list[FileStatusModel]
-    background: list[str]
-    """work running after its request was answered, e.g. `summary <threadId>`"""
+    """false when there was no such thread"""

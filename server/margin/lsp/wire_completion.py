@@ -26,21 +26,27 @@ class VersionedDocumentModel(_Standard):
 
 class StandardPosition(_Standard):
     line: Annotated[int, Field(ge=0)]
+    """zero-based"""
     character: Annotated[int, Field(ge=0)]
+    """zero-based, in the position encoding agreed at `initialize`"""
 
 
 class SelectedCompletionInfoModel(_Standard):
     text: str
+    """the item selected in the editor's completion menu"""
 
 
 class InlineCompletionContextModel(_Standard):
     trigger_kind: Literal[1, 2] = 2
+    """1: asked for; 2: as the user types"""
     selected_completion_info: SelectedCompletionInfoModel | None = None
+    """set when the editor's completion menu has an item selected: Margin then answers nothing"""
 
 
 class InlineCompletionRequestParams(_Standard):
     text_document: VersionedDocumentModel
     position: StandardPosition
+    """the cursor"""
     context: InlineCompletionContextModel = InlineCompletionContextModel()
 
     def core(self) -> CompletionRequest:
@@ -50,6 +56,7 @@ class InlineCompletionRequestParams(_Standard):
 
 class InlineCompletionItemModel(_Wire):
     insert_text: str
+    """the suggestion"""
     range: RangeModel | None = None
     """only when the suggestion replaces text after the cursor; without it the editor inserts at
     the cursor (Neovim then shows the suggestion inline, not drawn over the rest of the line)"""
@@ -57,3 +64,4 @@ class InlineCompletionItemModel(_Wire):
 
 class InlineCompletionListModel(_Wire):
     items: list[InlineCompletionItemModel]
+    """one suggestion, or none"""

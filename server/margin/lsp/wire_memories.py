@@ -19,6 +19,7 @@ class RememberParams(_Wire):
     scope: str = "workspace"
     """"workspace" (the document's workspace folder) or "global" (every workspace)"""
     text_document: DocumentModel | None = None
+    """a document of the workspace folder a workspace memory is for"""
 
     @field_validator("text")
     @classmethod
@@ -37,10 +38,12 @@ class RememberParams(_Wire):
 
 class RememberResult(_Wire):
     id: str
+    """the memory's id"""
 
 
 class ForgetParams(_Wire):
     id: Annotated[str, Field(min_length=1, max_length=100)]
+    """the memory's id"""
 
 
 class ForgetResult(_Wire):
@@ -60,6 +63,7 @@ class MemoryModel(_Wire):
     id: str
     text: str
     scope: str
+    """workspace or global"""
     created: float
     """epoch seconds, as threads' `createdAt`"""
 

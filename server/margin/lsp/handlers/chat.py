@@ -9,28 +9,21 @@ from typing import Any
 from lsprotocol import types
 
 from margin import deferred
+from margin.lsp.methods import CHAT, DELETE_THREAD, EXPLAIN, HISTORY, NEW_THREAD, RECALL, THREADS
 from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
 from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
 wire = deferred.module("margin.lsp.wire")
 
-CHAT = "margin/chat"
-EXPLAIN = "margin/explain"
-HISTORY = "margin/history"
-THREADS = "margin/threads"
-NEW_THREAD = "margin/newThread"
-DELETE_THREAD = "margin/deleteThread"
-RECALL = "margin/recall"
-
 
 async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.ChatRequestParams, params, CHAT)
+    request = parse_params(CHAT.params_model(), params, CHAT.name)
     token = request.partial_result_token
 
     def on_delta(text: str) -> None:
         if token is not None:
-            ls.progress(types.ProgressParams(token=token, value={"delta": text}))
+            ls.progress(types.ProgressParams(token=token, value=wire.ChatDelta(delta=text).dump()))
 
     ls.start_work(request.work_done_token, "Margin is answering")
     ending = "cancelled"
@@ -52,7 +45,7 @@ async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.ExplainParams, params, EXPLAIN)
+    request = parse_params(EXPLAIN.params_model(), params, EXPLAIN.name)
     with answering_failures():
         prepared = await ls.services.chat.explain(request.core(), request.profile)
     result = wire.ExplainResult(thread_id=prepared.thread.id, budget=wire.BudgetModel.of(prepared.budget()),
@@ -65,7 +58,7 @@ async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.HistoryParams, params, HISTORY)
+    request = parse_params(HISTORY.params_model(), params, HISTORY.name)
     with answering_failures():
         found = await ls.services.threads.history(request.where())
     return wire.HistoryResult(thread_id=found.thread.id,
@@ -73,7 +66,7 @@ async def history(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def recall(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.RecallParams, params, RECALL)
+    request = parse_params(RECALL.params_model(), params, RECALL.name)
     with answering_failures():
         found = await ls.services.threads.recall(request.where(), request.pointer)
     result = wire.RecallResult(thread_id=found.thread.id, pointer=found.recalled.pointer,
@@ -85,28 +78,28 @@ async def recall(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def threads(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.ThreadsParams, params, THREADS)
+    request = parse_params(THREADS.params_model(), params, THREADS.name)
     found = await ls.services.threads.list(request.workspace)
     return wire.ThreadsResult(threads=[wire.ThreadModel.of(t) for t in found.threads],
                               persistent=found.persistent).dump()
 
 
 async def new_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.NewThreadParams, params, NEW_THREAD)
+    request = parse_params(NEW_THREAD.params_model(), params, NEW_THREAD.name)
     thread = await ls.services.threads.new(request.where(), request.title)
     return wire.NewThreadResult(thread_id=thread.id).dump()
 
 
 async def delete_thread(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.DeleteThreadParams, params, DELETE_THREAD)
+    request = parse_params(DELETE_THREAD.params_model(), params, DELETE_THREAD.name)
     return wire.DeleteThreadResult(deleted=await ls.services.threads.delete(request.thread_id)).dump()
 
 
 def register(server: MarginLanguageServer) -> None:
-    server.feature(CHAT)(chat)
-    server.feature(EXPLAIN)(explain)
-    server.feature(HISTORY)(history)
-    server.feature(RECALL)(recall)
-    server.feature(THREADS)(threads)
-    server.feature(NEW_THREAD)(new_thread)
-    server.feature(DELETE_THREAD)(delete_thread)
+    server.feature(CHAT.name)(chat)
+    server.feature(EXPLAIN.name)(explain)
+    server.feature(HISTORY.name)(history)
+    server.feature(RECALL.name)(recall)
+    server.feature(THREADS.name)(threads)
+    server.feature(NEW_THREAD.name)(new_thread)
+    server.feature(DELETE_THREAD.name)(delete_thread)

@@ -11,17 +11,17 @@ from typing import Any
 from lsprotocol import types
 
 from margin import deferred
+from margin.lsp.methods import EDIT_SELECTION_COMMAND
 from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
 from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
 convert = deferred.module("margin.lsp.convert")
 wire = deferred.module("margin.lsp.wire")
+wire_edits = deferred.module("margin.lsp.wire_edits")
 
 log = logging.getLogger(__name__)
 
-EDIT_SELECTION_COMMAND = "margin.editSelection"
-"""A chosen code action, for clients that cannot resolve a code action's edit."""
 COMMAND_ANSWER_S = 5.0
 """How long `margin.editSelection` waits for the model before answering `pending` and applying
 the edit when the model is done: editors wait for a command's answer with a time limit of their
@@ -50,20 +50,20 @@ def code_action(ls: MarginLanguageServer, params: types.CodeActionParams) -> lis
         kind = FIX_KIND if offer.kind == "fix" else REWRITE_KIND
         if only and not any(kind == o or kind.startswith(f"{o}.") for o in only):
             continue
-        data = wire.SelectionEditData(uri=uri, range=wire.RangeModel.of(offer.range), kind=offer.kind,
+        data = wire_edits.SelectionEditData(uri=uri, range=wire.RangeModel.of(offer.range), kind=offer.kind,
                                       fingerprint=file.fingerprint, instruction=offer.instruction)
         if offer.kind == "fix":
-            data.diagnostics = [wire.DiagnosticModel.of(problem) for problem in problems]
+            data.diagnostics = [wire_edits.DiagnosticModel.of(problem) for problem in problems]
         action = types.CodeAction(offer.title, kind=kind, data=data.dump(), is_preferred=offer.kind == "comment",
                                   diagnostics=list(diagnostics) if offer.kind == "fix" else None)
         if not lazy:
-            action.command = types.Command(title=offer.title, command=EDIT_SELECTION_COMMAND, arguments=[data.dump()])
+            action.command = types.Command(title=offer.title, command=EDIT_SELECTION_COMMAND.name, arguments=[data.dump()])
         actions.append(action)
     return actions
 
 
 async def _edit_selection(ls: MarginLanguageServer, data: Any, method: str, where: str) -> types.WorkspaceEdit:
-    request = parse_params(wire.SelectionEditData, data, method, where)
+    request = parse_params(wire_edits.SelectionEditData, data, method, where)
     with answering_failures():
         async with ls.server_progress("Margin is editing the selection"):
             outcome = await ls.services.selection_edits.propose(request.core())
@@ -85,15 +85,15 @@ async def edit_selection_command(ls: MarginLanguageServer, *arguments: Any) -> d
     `applied: false, pending: true` at COMMAND_ANSWER_S; its edit is applied when it is done
     (`margin/status` lists it under `background` meanwhile), and a failure then is shown to the
     user."""
-    request = parse_params(wire.SelectionEditData, arguments[0] if arguments else None, EDIT_SELECTION_COMMAND,
-                           "arguments.0")
+    request = parse_params(EDIT_SELECTION_COMMAND.params_model(), arguments[0] if arguments else None,
+                           EDIT_SELECTION_COMMAND.name, "arguments.0")
     work = ls.app.run_in_background(_edit_and_apply(ls, request), "edit selection")
     try:
         outcome = await asyncio.wait_for(asyncio.shield(work), COMMAND_ANSWER_S)
     except TimeoutError:
         log.info("edit selection answered pending after s=%g", COMMAND_ANSWER_S)
         work.add_done_callback(lambda done: _tell_late_failure(ls, done))
-        return wire.EditSelectionResult(applied=False, pending=True).dump()
+        return wire_edits.EditSelectionResult(applied=False, pending=True).dump()
     except asyncio.CancelledError:
         work.cancel()
         raise
@@ -104,8 +104,8 @@ async def edit_selection_command(ls: MarginLanguageServer, *arguments: Any) -> d
     return outcome.dump()
 
 
-async def _edit_and_apply(ls: MarginLanguageServer, request: wire.SelectionEditData) -> (
-        wire.EditSelectionResult | RequestError):
+async def _edit_and_apply(ls: MarginLanguageServer, request: wire_edits.SelectionEditData) -> (
+        wire_edits.EditSelectionResult | RequestError):
     """The command's work: the model asked, the edit applied. A RequestError is returned, not
     raised, so that whoever reports it (the command's answer, or the user) reports it once."""
     try:
@@ -114,7 +114,7 @@ async def _edit_and_apply(ls: MarginLanguageServer, request: wire.SelectionEditD
     except RequestError as error:
         return error
     failure = await ls.apply_edit(ls.workspace_edit({outcome.current.uri: outcome.current}, outcome.plan.edits))
-    return wire.EditSelectionResult(applied=not failure, **({"failure_reason": failure} if failure else {}))
+    return wire_edits.EditSelectionResult(applied=not failure, **({"failure_reason": failure} if failure else {}))
 
 
 def _tell_late_failure(ls: MarginLanguageServer, work: asyncio.Task[Any]) -> None:
@@ -134,4 +134,4 @@ def register(server: MarginLanguageServer) -> None:
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[FIX_KIND, REWRITE_KIND], resolve_provider=True))(code_action)
     server.feature(types.CODE_ACTION_RESOLVE)(resolve_code_action)
-    server.command(EDIT_SELECTION_COMMAND)(edit_selection_command)
+    server.command(EDIT_SELECTION_COMMAND.name)(edit_selection_command)

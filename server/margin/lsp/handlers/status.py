@@ -6,25 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from margin import __version__, deferred
+from margin.lsp.methods import STATUS
 from margin.lsp.server import MarginLanguageServer, parse_params
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-wire = deferred.module("margin.lsp.wire")
+wire_status = deferred.module("margin.lsp.wire_status")
 diagnosis = deferred.module("margin.services.diagnosis")
-
-STATUS = "margin/status"
 
 
 async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
-    request = parse_params(wire.StatusParams, params, STATUS)
+    request = parse_params(STATUS.params_model(), params, STATUS.name)
     app = ls.app
     reports = await diagnosis.diagnose(app.settings.current, app.backends, app.tokenizers,
                                        fresh=request.refresh, routes=app.completion_routes)
-    return wire.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
-                             profiles={r.name: wire.ProfileStatusModel.of(r) for r in reports},
-                             files=[wire.FileStatusModel.of(file) for file in app.files.files()],
-                             background=sorted(task.get_name() for task in app.background)).dump()
+    return wire_status.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
+                                    profiles={r.name: wire_status.ProfileStatusModel.of(r) for r in reports},
+                                    files=[wire_status.FileStatusModel.of(file) for file in app.files.files()],
+                                    background=sorted(task.get_name() for task in app.background)).dump()
 
 
 def register(server: MarginLanguageServer) -> None:
-    server.feature(STATUS)(status)
+    server.feature(STATUS.name)(status)
