@@ -1,7 +1,7 @@
 """Margin's own LSP methods and commands, each declared once: its name, a request or a command,
 the wire models of its params and result, and what it is for. The handlers register and parse
-by these, `initialize` advertises the requests (tests hold lsp/protocol.py's CUSTOM_METHODS to
-them), and scripts/generate_protocol.py writes docs/protocol.md, a JSON schema per method and
+by these, `initialize` advertises the requests (lsp/protocol.py reads them from here),
+and scripts/generate_protocol.py writes docs/protocol.md, a JSON schema per method and
 the VS Code client's types from them.
 
 Cheap to import (answering `initialize` needs the names): a model is named as

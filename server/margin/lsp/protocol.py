@@ -31,6 +31,7 @@ from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, default_c
 
 from margin import logs
 from margin.core.vfs import PositionEncoding, choose_position_encoding
+from margin.lsp import methods
 from margin.lsp.pygls_private import HookedProtocol, out_of_range, wire_name
 from margin.lsp.transport import top_level
 
@@ -39,9 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CUSTOM_METHODS = ["margin/status", "margin/chat", "margin/explain", "margin/history", "margin/recall", "margin/threads",
-                  "margin/newThread", "margin/deleteThread", "margin/remember", "margin/forget", "margin/memories",
-                  "margin/editOps", "margin/applyOps"]
+CUSTOM_METHODS = methods.request_names()
 """Margin's own requests this server answers (advertised under capabilities.experimental)."""
 
 QUIETLY_IGNORED = frozenset({types.TEXT_DOCUMENT_DID_SAVE, types.TEXT_DOCUMENT_WILL_SAVE})

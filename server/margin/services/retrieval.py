@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,17 +35,13 @@ from margin.core.index_store import IndexStore, NoStoredIndex, Pause, WorkspaceI
 from margin.core.retrieval import Hit, History, Signals
 from margin.core.vfs import VirtualFile, fingerprint
 from margin.core.workspace_files import FolderFiles, read_for_index
+from margin.core.languages import language_of
 from margin.services.app import MarginApp
 from margin.services.workspace import path_of
 
 log = logging.getLogger(__name__)
 
 MAX_SNIPPETS = 6
-LANGUAGES = {".py": "python", ".pyi": "python", ".ts": "typescript", ".tsx": "typescriptreact",
-             ".js": "javascript", ".jsx": "javascriptreact", ".mjs": "javascript", ".rs": "rust", ".go": "go",
-             ".java": "java", ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp",
-             ".rb": "ruby", ".php": "php", ".lua": "lua", ".sh": "shellscript", ".md": "markdown",
-             ".toml": "toml", ".json": "json", ".yml": "yaml", ".yaml": "yaml", ".html": "html", ".css": "css"}
 
 
 @dataclass
@@ -202,7 +197,7 @@ class Retrieval:
         if not "".join(lines).strip():
             return None
         first, last = hit.start_line + 1, hit.start_line + len(lines)
-        language = LANGUAGES.get(os.path.splitext(hit.file_id)[1].lower(), "text")
+        language = language_of(hit.file_id, "text")
         return FileRef(VirtualFile(f"{uri}#L{first}-{last}", language, 0, "".join(lines)),
                        f"{hit.file_id} lines {first}-{last}")
 

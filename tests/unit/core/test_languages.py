@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from margin.core.languages import LANGUAGES, language_of
-from margin.services import retrieval
+from pathlib import Path
+
+import margin
+from margin.core.languages import language_of
 
 
 def test_a_file_gets_the_id_vs_code_gives_its_extension_in_any_case():
@@ -18,5 +20,8 @@ def test_an_unknown_or_missing_extension_gets_the_callers_default():
     assert language_of("archive.tar.gz", "text") == "text"
 
 
-def test_retrieval_fences_its_snippets_by_the_same_map():
-    assert retrieval.LANGUAGES == LANGUAGES
+def test_the_map_is_written_once():
+    package = Path(margin.__file__).parent
+    holders = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                     if '".pyi": "python"' in path.read_text(encoding="utf-8"))
+    assert holders == ["core/languages.py"]

@@ -9,7 +9,6 @@ import json
 import pytest
 
 from margin.lsp import methods
-from margin.lsp.protocol import CUSTOM_METHODS
 from margin.lsp.server import create_server
 from margin.wiring import build_app
 from tests.conftest import REPO
@@ -25,10 +24,6 @@ def test_names_are_unique_and_each_model_exists():
     for method in methods.ALL:
         assert method.params_model() is not None and method.result_model() is not None, method.name
         assert method.doc and method.use, method.name
-
-
-def test_initialize_advertises_the_declared_requests_in_order():
-    assert CUSTOM_METHODS == methods.request_names()
 
 
 async def test_the_server_registers_every_declared_method_and_command_and_no_other(tmp_path):
