@@ -35,7 +35,8 @@ from typing import Any, Callable, Mapping, Sequence
 from margin.core.budget import Plan, plan, safety_margin
 from margin.core.llm import ChatMessage
 from margin.core.sources import base, registry
-from margin.core.sources.base import CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, render
+from margin.core.sources.base import (CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, Source,
+                                      render)
 from margin.core.sources.thread import current_turn
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 
@@ -50,6 +51,9 @@ class ChatInput:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """each source's input, by source name (core.sources.registry); a source given none has its
     default"""
+
+    def input(self, source: Source) -> Any:
+        return self.inputs.get(source.name, source.default)
 
 
 @dataclass
@@ -77,13 +81,12 @@ class ChatAssembly:
 def texts_to_count(chat: ChatInput) -> list[str]:
     """Every text `assemble_chat` counts: the thread's and its sources'."""
     return [*(m.content for m in chat.history),
-            *(text for source in registry.SOURCES for text in source.texts(chat.inputs.get(source.name, source.default)))]
+            *(text for source in registry.SOURCES for text in source.texts(chat.input(source)))]
 
 
 def counted(chat: ChatInput, count: Callable[[str], int]) -> ChatInput:
     """`chat` with each source's input completed now that its texts are counted."""
-    inputs = {source.name: source.counted(chat.inputs.get(source.name, source.default), chat.history, count)
-              for source in registry.SOURCES}
+    inputs = {source.name: source.counted(chat.input(source), chat.history, count) for source in registry.SOURCES}
     return ChatInput(chat.history, {**chat.inputs, **inputs})
 
 
@@ -120,8 +123,7 @@ def assemble_chat(
             if message.uri in latest:
                 superseded.append(latest[message.uri].id)
             latest[message.uri] = message
-    candidates = {ref.file.uri: ref for source in sources
-                  for ref in source.contexts(chat.inputs.get(source.name, source.default))}
+    candidates = {ref.file.uri: ref for source in sources for ref in source.contexts(chat.input(source))}
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
     room = context_window - reserved_output - safety_margin(context_window, exact)

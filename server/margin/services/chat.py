@@ -21,13 +21,12 @@ from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
-from margin.core.sources import registry
 from margin.core.threads import Message, NewMessage, Thread
 from margin.core.tokens.counter import TokenCounter
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.errors import Busy, RequestError
-from margin.services.gather import GATHERERS, Job
+from margin.services.gather import Job, gather
 from margin.services.instructions import InstructionFiles
 from margin.services.memories import MemoriesService
 from margin.services.retrieval import Retrieval
@@ -192,9 +191,7 @@ class ChatService:
         thread = await self.threads.thread_for(ask.where)
         history = await self.threads.timeline(thread.id)
         job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
-        inputs = {source.name: await GATHERERS[source.name](job) for source in registry.SOURCES
-                  if source.name in GATHERERS}
-        chat = ChatInput(history, inputs)
+        chat = ChatInput(history, await gather(job))
         known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
         await self._count(texts_to_count(chat), known, counter)
         chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show

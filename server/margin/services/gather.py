@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from margin.core import pointers, recall_tool
+from margin.core.sources import registry
 from margin.core.sources.base import FileRef
 from margin.core.sources.instructions import Rules
 from margin.core.sources.message import Newest
@@ -99,3 +100,8 @@ GATHERERS: dict[str, Gatherer] = {
     "message": message,
 }
 """By source name (core.sources.registry)."""
+
+
+async def gather(job: Job) -> dict[str, Any]:
+    """The input of every registered source that has a gatherer, by source name."""
+    return {source.name: await GATHERERS[source.name](job) for source in registry.SOURCES if source.name in GATHERERS}
