@@ -23,13 +23,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import finish, verdict  # noqa: E402
 
-from margin.core import assemble, threads  # noqa: E402
+from margin.core import threads  # noqa: E402
 from margin.core.assemble import FileRef  # noqa: E402
 from margin.core.file_block import ENVELOPE_TYPE, render_file  # noqa: E402
+from margin.core.sources import base as sources  # noqa: E402
 from margin.core.tokens.local import tiktoken_counter  # noqa: E402
 from margin.core.vfs import Position, Range, TextChange, fingerprint  # noqa: E402
 from margin.core.where import Where  # noqa: E402
-from margin.services import chat as chat_service  # noqa: E402
 from margin.services.chat import Ask  # noqa: E402
 from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services  # noqa: E402
 from tests.fixtures.corpus import python_chunks  # noqa: E402
@@ -79,7 +79,7 @@ SESSION_WINDOW = 131072
 async def session(tmp: Path, render, upgrade) -> int:
     """The 50-turn, 5-file session of tests/unit/services/test_chat_session.py: tokens sent."""
     # How files are shown, for this run only: as they are rendered, and as stored ones are read.
-    assemble.render = chat_service.render = render
+    sources.render = render
     threads.current_form = upgrade
     provider = FakeProvider()
     services = fake_services(tmp, provider, MARGIN_CHAT_TOKENIZER="tiktoken:o200k_base",
@@ -102,7 +102,7 @@ async def session(tmp: Path, render, upgrade) -> int:
 
 
 def sessions() -> None:
-    original, upgrade = assemble.render, threads.current_form
+    original, upgrade = sources.render, threads.current_form
 
     def old(ref: FileRef) -> str:
         return envelope(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
@@ -110,7 +110,7 @@ def sessions() -> None:
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         before = asyncio.run(session(Path(a), old, lambda message: message))
         after = asyncio.run(session(Path(b), original, upgrade))
-    assemble.render = chat_service.render = original
+    sources.render = original
     threads.current_form = upgrade
     print(f"50 turns over 5 edited files (window {SESSION_WINDOW}, nothing dropped), prompt tokens sent in all")
     print(f"  JSON envelopes     {before:>8}")

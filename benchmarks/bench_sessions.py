@@ -47,6 +47,8 @@ from timing import finish, verdict  # noqa: E402
 from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
 from margin.core import pointers  # noqa: E402
 from margin.core.assemble import ChatInput, assemble_chat  # noqa: E402
+from margin.core.sources.message import Newest  # noqa: E402
+from margin.core.sources.thread import Pointers  # noqa: E402
 from margin.core.tokens.local import tiktoken_counter  # noqa: E402
 from margin.core.vfs import Range, TextChange  # noqa: E402
 from margin.core.where import Where  # noqa: E402
@@ -265,8 +267,9 @@ def assembly_times(run: Run) -> None:
     def once(masking: bool) -> float:
         started = time.perf_counter()
         shown = pointers.show(history, counted) if masking else None
-        assemble_chat(ChatInput("You are Margin.", [], history, "and now?", [], masking=masking,
-                                shown=shown), counted, context_window=run.window, reserved_output=OUTPUT,
+        inputs = {"system": "You are Margin.", "message": Newest("and now?"),
+                  "pointers": Pointers(masking=masking, shown=shown)}
+        assemble_chat(ChatInput(history, inputs), counted, context_window=run.window, reserved_output=OUTPUT,
                       tokenizer="tiktoken:o200k_base", exact=True)
         return time.perf_counter() - started
 

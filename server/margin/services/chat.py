@@ -13,25 +13,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from margin.core import pointers, recall_tool
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, render, texts_to_count
+from margin.core import pointers
+from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
 from margin.core.threads import Message, NewMessage, Thread
-from margin.core.summary import latest_summary
+from margin.core.tokens.counter import TokenCounter
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.errors import Busy, RequestError
-from margin.services.instructions import InstructionFiles, Instructions
+from margin.services.gather import Job, gather
+from margin.services.instructions import InstructionFiles
 from margin.services.memories import MemoriesService
 from margin.services.retrieval import Retrieval
 from margin.services.profile import Profile, resolve_profile, snapshot
 from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
-from margin.services.structured import fit_prompt, framing_tokens, tools_tokens
+from margin.services.structured import fit_prompt, framing_tokens
 from margin.services.background import REQUEST
 from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
@@ -189,43 +190,26 @@ class ChatService:
         tokenizer = counter.name
         thread = await self.threads.thread_for(ask.where)
         history = await self.threads.timeline(thread.id)
-        files = self.candidate_files(ask)
-        newest = self.newest_text(ask)
-        system, optional = profile.system, profile.optional_system
-        rules = Instructions()
-        if self.instructions is not None:
-            rules = await self.instructions.for_prompt(ask.where.text_document, counter)
-        where = ask.where.text_document
-        memories = [m.text for m in await self.memories.for_prompt(where)] if self.memories else []
-        snippets = await self.retrieval.snippets(ask.message, where, [f.file.uri for f in files]) \
-            if self.retrieval else []
-        chat = ChatInput(system, optional, history, newest, files, masking=self.masking,
-                         render_pointer=self.render_pointer, instructions=rules.files, instructions_cut=rules.cut,
-                         memories=memories, snippets=snippets,
-                         snippet_share=self.app.settings.current.globals.memory_share,
-                         request=profile.template.request)
+        job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
+        chat = ChatInput(history, await gather(job))
         known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
-        texts = [system, newest, chat.request, *(t for _, t in optional), *(render(f) for f in files),
-                 *(m.content for m in history), *texts_to_count(chat)]
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
-        known.update(zip(missing, await counter.count_texts(missing)))
-        shown = pointers.show(history, known.__getitem__, self.render_pointer)
-        offered = recall_tool.TOOLS if tools and self.recall_tool and profile.tools else ()
-        legend = profile.pointer_legend(pointers.RECALL_BY_TOOL if offered else pointers.RECALL_BY_USER)
-        summary = latest_summary(history) if self.summaries is not None else None
-        more = [legend, *pointers.texts(shown), *([summary.shown()] if summary else [])]
-        missing = list(dict.fromkeys(t for t in more if t not in known))
-        if missing:
-            known.update(zip(missing, await counter.count_texts(missing)))
+        await self._count(texts_to_count(chat), known, counter)
+        chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show
+        await self._count(texts_to_count(chat), known, counter)
         framing = await framing_tokens(counter)
-        chat = replace(chat, legend=legend, shown=shown, summary=summary, tools=offered,
-                       tools_tokens=await tools_tokens(counter, offered))
-        assembly, counted = await fit_prompt(
+        assembly, counted_tokens = await fit_prompt(
             lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
                                        reserved_output=profile.max_output_tokens, tokenizer=tokenizer,
                                        exact=counter.exact, framing_tokens=framing),
             counter, profile.window)
-        return Prepared(profile, thread, assembly, newest, ask.message, counted, files, history, ask)
+        return Prepared(profile, thread, assembly, job.newest, ask.message, counted_tokens, job.files, history, ask)
+
+    @staticmethod
+    async def _count(texts: Sequence[str], known: dict[str, int], counter: TokenCounter) -> None:
+        """Count the texts not yet known, in one batch."""
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            known.update(zip(missing, await counter.count_texts(missing)))
 
     async def chat(self, ask: Ask, on_delta: OnDelta = lambda text: None) -> ChatOutcome:
         settings = snapshot(self.app, PROFILE)

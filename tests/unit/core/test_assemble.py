@@ -6,12 +6,21 @@ import itertools
 
 from margin.core.assemble import ChatInput, FileRef, assemble_chat, merge_roles
 from margin.core.llm import ChatMessage
+from margin.core.sources.message import Newest
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.tokens.counter import heuristic_count
 from margin.core.file_block import parse_file_blocks
 from margin.core.vfs import VirtualFile, fingerprint
 
 _ids = itertools.count(1)
+
+
+def chat_input(history, newest: str, files=(), *, system: str = "You are Margin.", optional=(), request: str = "",
+               **inputs) -> ChatInput:
+    """A chat's input: the template's parts, the message and the open files; other sources' inputs by
+    their names."""
+    return ChatInput(history, {"system": system, "optional system": optional, "message": Newest(newest, request),
+                               "files": files, **inputs})
 
 
 def stored(new: NewMessage) -> Message:
@@ -25,7 +34,7 @@ class Thread:
         self.messages: list[Message] = []
 
     def turn(self, newest: str, files: list[FileRef], *, window: int = 8000, output: int = 500):
-        result = assemble_chat(ChatInput("You are Margin.", [("style", "Be brief.")], self.messages, newest, files),
+        result = assemble_chat(chat_input(self.messages, newest, files, optional=[("style", "Be brief.")]),
                                heuristic_count, context_window=window, reserved_output=output,
                                tokenizer="heuristic", exact=False)
         if result.over_budget:

@@ -8,11 +8,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin.core.assemble import ChatInput, FileRef, assemble_chat
+from margin.core.assemble import FileRef, assemble_chat
 from margin.core.instructions import InstructionFile
+from margin.core.sources.instructions import Rules
+from margin.core.sources.snippets import Snippets
 from margin.core.tokens.counter import heuristic_count
 from margin.core.vfs import VirtualFile
-from tests.unit.core.test_assemble import Thread, contexts_in, ref, stored
+from tests.unit.core.test_assemble import Thread, chat_input, contexts_in, ref, stored
 from margin.core.threads import NewMessage
 
 WINDOW, OUTPUT = 8000, 500
@@ -31,9 +33,8 @@ def history(turns: int, words: int = 120) -> list:
     return messages
 
 
-def assemble(**fields):
-    base = dict(system="You are Margin.", optional_system=[], history=[], newest="What now?", files=[])
-    return assemble_chat(ChatInput(**{**base, **fields}), heuristic_count, context_window=WINDOW,
+def assemble(history=(), files=(), **inputs):
+    return assemble_chat(chat_input(history, "What now?", files, **inputs), heuristic_count, context_window=WINDOW,
                          reserved_output=OUTPUT, tokenizer="heuristic", exact=False)
 
 
@@ -43,7 +44,7 @@ def section(result, name):
 
 def test_with_room_unused_snippets_borrow_beyond_their_share():
     snippets = [snippet(f"s{i}.py", 40, str(i)) for i in range(6)]
-    result = assemble(snippets=snippets, snippet_share=0.1)
+    result = assemble(snippets=Snippets(snippets, 0.1))
     assert len(section(result, "snippets").kept) == 6  # 0.1 of the room would hold fewer
     assert sum(i.tokens for i in section(result, "snippets").kept) > 0.1 * result.plan.limit
     sent = [c["file_id"] for c in contexts_in(result.messages)]
@@ -52,7 +53,7 @@ def test_with_room_unused_snippets_borrow_beyond_their_share():
 
 def test_a_long_history_leaves_snippets_their_share_and_lends_nothing_more():
     snippets = [snippet(f"s{i}.py", 40, str(i)) for i in range(6)]
-    result = assemble(history=history(60), snippets=snippets, snippet_share=0.3)
+    result = assemble(history=history(60), snippets=Snippets(snippets, 0.3))
     kept = section(result, "snippets")
     room = result.plan.limit - sum(s.tokens for s in result.plan.sections if s.name in ("system", "message"))
     assert 0 < kept.tokens <= 0.3 * room
@@ -66,8 +67,7 @@ def test_a_long_history_leaves_snippets_their_share_and_lends_nothing_more():
 def test_under_pressure_snippets_go_before_files_and_memories_after_them():
     big = ref("big.py", "".join(f"line_{i} = {i}\n" for i in range(300)))
     snippets = [snippet(f"s{i}.py", 60, str(i)) for i in range(4)]
-    result = assemble(files=[big], snippets=snippets, memories=["Use structlog.", "Deploy with Fly.io."],
-                      snippet_share=0.9)
+    result = assemble(files=[big], snippets=Snippets(snippets, 0.9), memories=["Use structlog.", "Deploy with Fly.io."])
     assert len(section(result, "files").kept) == 1 and len(section(result, "memories").kept) == 2
     assert len(section(result, "snippets").kept) < 4 and section(result, "snippets").dropped_items
     assert "- Use structlog.\n- Deploy with Fly.io." in result.messages[0].content
@@ -75,7 +75,7 @@ def test_under_pressure_snippets_go_before_files_and_memories_after_them():
 
 def test_instructions_are_required_and_report_what_their_cap_cut():
     rules = [InstructionFile("AGENTS.md", "Root rule.", 1), InstructionFile("pkg/AGENTS.md", "Pkg rule.", 0)]
-    result = assemble(history=history(80), instructions=rules, instructions_cut=["docs/AGENTS.md"])
+    result = assemble(history=history(80), instructions=Rules(rules, ["docs/AGENTS.md"]))
     report = result.plan.report().section("instructions")
     assert report.kept == 2 and [d.item for d in report.dropped] == ["docs/AGENTS.md"]
     system = result.messages[0].content
@@ -92,8 +92,8 @@ def test_never_over_the_limit_snippets_in_rank_order_and_retained_once_sent(turn
     snippets = [snippet(f"s{i}.py", size, str(i)) for i, size in enumerate(sizes)]
     sent: set[str] = set()
     for _ in range(2):
-        result = assemble_chat(ChatInput("You are Margin.", [], thread.messages, "Go on.", [], snippets=snippets,
-                                         snippet_share=share, memories=memories),
+        result = assemble_chat(chat_input(thread.messages, "Go on.", snippets=Snippets(snippets, share),
+                                          memories=memories),
                                heuristic_count, context_window=WINDOW, reserved_output=OUTPUT,
                                tokenizer="heuristic", exact=False)
         assert result.plan.total <= result.plan.limit

@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core import pointers
-from margin.core.assemble import ChatInput, FileRef, assemble_chat
+from margin.core.assemble import FileRef, assemble_chat
 from margin.core.file_block import parse_file_blocks
+from margin.core.sources.thread import Pointers
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.tokens.local import tiktoken_counter
 from margin.core.vfs import VirtualFile
+from tests.unit.core.test_assemble import chat_input
 
 count = tiktoken_counter("o200k_base").count
 LEGEND = f"{pointers.LEGEND} {pointers.RECALL_BY_USER}"
@@ -52,8 +54,8 @@ class Session:
             self.edit()
         newest = f"question {len(self.history)}: what does value_{self.rng.randrange(9)} do?"
         before = copy.deepcopy(self.history)
-        result = assemble_chat(ChatInput("You are Margin.", [("style", "Be brief.")], self.history, newest,
-                                         self.refs(), legend=LEGEND),
+        result = assemble_chat(chat_input(self.history, newest, self.refs(), optional=[("style", "Be brief.")],
+                                          pointers=Pointers(LEGEND)),
                                count, context_window=window, reserved_output=output,
                                tokenizer="tiktoken:o200k_base", exact=True)
         assert self.history == before  # assembling never changes what is stored
