@@ -72,7 +72,7 @@ def ops_block(ops: Sequence[Mapping[str, Any]]) -> str:
     return f"{OPS_HEADER}\n{json.dumps(list(ops), ensure_ascii=False, separators=(',', ':'))}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # made for every message of a thread, every request
 class Part:
     """A part of a stored message as the prompt shows it: `text` whole, or `pointer` instead."""
 
@@ -81,7 +81,7 @@ class Part:
     """None: never masked"""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # made for every message of a thread, every request
 class Shown:
     """A stored message and its parts, with the turn it belongs to. A file context has one part,
     masked when superseded (the assembler knows which are); the others' parts are masked when
