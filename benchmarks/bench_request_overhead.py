@@ -59,6 +59,7 @@ from typing import Any, AsyncIterator
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_completion import FakeProcess  # noqa: E402
 from timing import finish, verdict  # noqa: E402
 
 import httpx  # noqa: E402
@@ -146,25 +147,6 @@ def serve_fake() -> None:
                 print(len(bodies) >= 2 and bodies[-1] == bodies[-2], flush=True)
             else:
                 break
-
-
-class FakeProcess:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve-fake"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-
-    def ask(self, command: str) -> str:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return self.process.stdout.readline().rstrip("\n")
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=20)
 
 
 # --- the server, profiled --------------------------------------------------------------------------
@@ -275,7 +257,7 @@ def p90(values: list[float]) -> float:
 async def measure(options: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="margin-bench-overhead-"))
     root = workspace(tmp)
-    fake = FakeProcess()
+    fake = FakeProcess(__file__)
     command: tuple[str, ...] = ("-m", "margin.lsp.main")
     if options.profile:
         command = (__file__, "--profiled-server", str(Path(options.profile).resolve()))
