@@ -160,10 +160,11 @@ def serve_fake() -> None:
 
 class FakeProcess:
     """The fake in a process of its own, as a backend is: its work does not share Margin's
-    interpreter (nor its lock)."""
+    interpreter (nor its lock). `script` serves it with `--serve-fake` (this one by default) and
+    answers each command on its stdin with a line."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve-fake"], stdin=subprocess.PIPE,
+    def __init__(self, script: str = __file__) -> None:
+        self.process = subprocess.Popen([sys.executable, script, "--serve-fake"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.base_url = self.process.stdout.readline().strip()
@@ -172,7 +173,7 @@ class FakeProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        return self.process.stdout.readline()
+        return self.process.stdout.readline().rstrip("\n")
 
     def requests(self) -> int:
         return int(self.ask("count"))

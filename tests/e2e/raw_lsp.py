@@ -128,9 +128,11 @@ class RawClient:
 
 @contextlib.asynccontextmanager
 async def raw_client(env: dict[str, str], *, capabilities: dict[str, Any], root_uri: str | None = None,
-                     initialization_options: Any = None) -> AsyncIterator[RawClient]:
+                     initialization_options: Any = None,
+                     command: tuple[str, ...] = ("-m", "margin.lsp.main")) -> AsyncIterator[RawClient]:
+    """`command`: what Python runs (the server, or a script that runs it)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "margin.lsp.main", stdin=asyncio.subprocess.PIPE,
+        sys.executable, *command, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(**env))
     stderr = log_secrets.collect(process.stderr, f"the stderr of margin-lsp {process.pid}", forward=False)
     client = RawClient(process)

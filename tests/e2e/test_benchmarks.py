@@ -20,6 +20,7 @@ FAST = {
     "startup": ("bench_startup.py", "--rounds", "7"),
     "sessions": ("bench_sessions.py", "--turns", "60"),
     "completion": ("bench_completion.py", "--no-llama"),
+    "request overhead": ("bench_request_overhead.py", "--turns", "60", "--rounds", "10"),
 }
 
 

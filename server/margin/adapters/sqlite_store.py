@@ -1,7 +1,12 @@
 """Threads and memories in one SQLite file, through aiosqlite: WAL journal, foreign keys, versioned schema
 migrations (`PRAGMA user_version`), every write in one transaction so a process killed mid-write
 leaves the file consistent. Any SQLite failure becomes `StoreUnavailable` with a message that
-names the file and what to do."""
+names the file and what to do.
+
+A thread's messages are read whole for every chat and edit-ops request, so the last few threads
+read are kept in memory (`Timelines`): this store's own appends extend them, its other writes
+drop them, and a commit by any other connection to the file (`PRAGMA data_version`, asked on
+every read) has them read again."""
 
 from __future__ import annotations
 
@@ -69,6 +74,8 @@ MIGRATIONS: list[str] = [
 ]
 
 BUSY_TIMEOUT_MS = 2000
+TIMELINES_KEPT = 4
+"""Threads whose messages are kept in memory, the most recently read."""
 
 
 def _explain(path: Path, error: Exception) -> str:
@@ -91,6 +98,34 @@ def _explain(path: Path, error: Exception) -> str:
     return f"Margin cannot use its thread database {path}: {why}. To fix: {fix}."
 
 
+class Timelines:
+    """The messages of the threads read last, each with the file's `data_version` when it was
+    read (it changes when another connection commits)."""
+
+    def __init__(self, kept: int = TIMELINES_KEPT) -> None:
+        self._kept = kept
+        self._threads: dict[str, tuple[int, list[Message]]] = {}
+
+    def get(self, thread_id: str, version: int) -> list[Message] | None:
+        found = self._threads.pop(thread_id, None)
+        if found is None or found[0] != version:
+            return None
+        self._threads[thread_id] = found  # the most recently read last
+        return found[1]
+
+    def keep(self, thread_id: str, version: int, messages: list[Message]) -> None:
+        self._threads.pop(thread_id, None)
+        self._threads[thread_id] = (version, messages)
+        while len(self._threads) > self._kept:
+            del self._threads[next(iter(self._threads))]
+
+    def pop(self, thread_id: str) -> tuple[int, list[Message]] | None:
+        return self._threads.pop(thread_id, None)
+
+    def clear(self) -> None:
+        self._threads.clear()
+
+
 class SQLiteThreadStore:
     """ThreadStore on one SQLite file. The connection opens lazily on first use."""
 
@@ -98,6 +133,7 @@ class SQLiteThreadStore:
         self.path = path
         self._db: aiosqlite.Connection | None = None
         self._writing = asyncio.Lock()
+        self._timelines = Timelines()
 
     async def open(self) -> None:
         if self._db is not None:
@@ -141,6 +177,7 @@ class SQLiteThreadStore:
             log.info("thread store migrated to schema %d", number)
 
     async def close(self) -> None:
+        self._timelines.clear()  # data_version is the connection's
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -165,8 +202,12 @@ class SQLiteThreadStore:
         connection: a turn stored while a background summary is stored must wait, not nest)."""
         db = await self._conn()
         async with self._writing:
-            async with self._begun(db) as begun:
-                yield begun
+            try:
+                async with self._begun(db) as begun:
+                    yield begun
+            except BaseException:
+                self._timelines.clear()  # what a caller kept for it may not have landed
+                raise
 
     @contextlib.asynccontextmanager
     async def _begun(self, db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
@@ -188,6 +229,7 @@ class SQLiteThreadStore:
             raise StoreUnavailable(_explain(self.path, error)) from None
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        self._timelines.clear()
         async with self._transaction() as db:
             for sql, args in statements:
                 await db.execute(sql, args)
@@ -231,36 +273,58 @@ class SQLiteThreadStore:
         return existed
 
     async def messages(self, thread_id: str, *, include_hidden: bool = True) -> list[Message]:
-        hidden = "" if include_hidden else "AND m.hidden = 0"
+        found = await self._timeline(thread_id)
+        return list(found) if include_hidden else [m for m in found if not m.hidden]
+
+    async def _timeline(self, thread_id: str) -> list[Message]:
+        """Every message of the thread, oldest first: kept from the last read while no other
+        connection has committed since. A read is kept only if no transaction is open when it
+        ends (a turn half written, or a cancelled writer's rows until the next write rolls them
+        back: this connection reads them). A write takes what is kept of its thread once its
+        transaction has begun, and keeps it again with its messages added."""
+        version = (await self._read("PRAGMA data_version"))[0][0]
+        found = self._timelines.get(thread_id, version)
+        if found is not None:
+            return found
         rows = await self._read(
             "SELECT m.id, m.role, m.content, m.created_at, m.hidden, m.kind, m.uri, m.fingerprint, m.meta, "
             "(SELECT json_group_object(tokenizer, tokens) FROM token_counts WHERE message_id = m.id) "
-            f"FROM messages m WHERE m.thread_id = ? {hidden} ORDER BY m.id", (thread_id,))
-        return [
-            Message(role=row[1], content=row[2], hidden=bool(row[4]), kind=row[5], uri=row[6],
-                    fingerprint=row[7], meta=json.loads(row[8]), tokens=json.loads(row[9] or "{}"),
-                    id=row[0], thread_id=thread_id, created_at=row[3])
-            for row in rows
-        ]
+            "FROM messages m WHERE m.thread_id = ? ORDER BY m.id", (thread_id,))
+        found = [self._message(thread_id, *row) for row in rows]
+        if self._db is not None and not self._db.in_transaction:
+            self._timelines.keep(thread_id, version, found)
+        return found
+
+    @staticmethod
+    def _message(thread_id: str, id_: int, role: Any, content: str, created_at: float, hidden: int, kind: str | None,
+                 uri: str | None, fingerprint: str | None, meta: str, tokens: str | None) -> Message:
+        return Message(role=role, content=content, hidden=bool(hidden), kind=kind, uri=uri, fingerprint=fingerprint,
+                       meta=json.loads(meta), tokens=json.loads(tokens or "{}"), id=id_, thread_id=thread_id,
+                       created_at=created_at)
 
     async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
         if await self.get_thread(thread_id) is None:
             raise KeyError(thread_id)
         now = time.time()
-        added = []
+        added, kept = [], []
         async with self._transaction() as db:
+            timeline = self._timelines.pop(thread_id)
             for m in messages:
+                meta = json.dumps(dict(m.meta))
                 cursor = await db.execute(
                     "INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, "
                     "fingerprint, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint,
-                     json.dumps(dict(m.meta))))
+                    (thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint, meta))
                 message_id = cursor.lastrowid or 0
                 await db.executemany(
                     "INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
                     [(message_id, tokenizer, tokens) for tokenizer, tokens in m.tokens.items()])
                 added.append(Message.stored(m, id=message_id, thread_id=thread_id, created_at=now))
+                kept.append(self._message(thread_id, message_id, m.role, m.content, now, int(m.hidden), m.kind,
+                                          m.uri, m.fingerprint, meta, json.dumps(dict(m.tokens))))
             await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
+            if timeline is not None:  # as a read after the commit would find it (dropped if it fails)
+                self._timelines.keep(thread_id, timeline[0], [*timeline[1], *kept])
         return added
 
     async def delete_messages(self, message_ids: Sequence[int]) -> None:

@@ -72,7 +72,7 @@ def ops_block(ops: Sequence[Mapping[str, Any]]) -> str:
     return f"{OPS_HEADER}\n{json.dumps(list(ops), ensure_ascii=False, separators=(',', ':'))}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # made for every message of a thread, every request
 class Part:
     """A part of a stored message as the prompt shows it: `text` whole, or `pointer` instead."""
 
@@ -81,7 +81,7 @@ class Part:
     """None: never masked"""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # made for every message of a thread, every request
 class Shown:
     """A stored message and its parts, with the turn it belongs to. A file context has one part,
     masked when superseded (the assembler knows which are); the others' parts are masked when
@@ -132,18 +132,17 @@ def turn_numbers(history: Sequence[Message]) -> list[int]:
 def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
     """Each file context's label, by message id: its file's name, with as many folders in front
     as it takes to tell apart files of the same name in the same turn."""
-    paths = {m.id: str(m.meta.get("file_id") or m.uri or "file").rstrip("/") for m in contexts}
-
-    def tail(path: str, depth: int) -> str:
-        return "/".join(path.split("/")[-depth:])
-
+    paths = {m.id: str(m.meta.get("file_id") or m.uri or "file").rstrip("/").split("/") for m in contexts}
+    named: dict[str, list[list[str]]] = {}  # only files of the same name can share a tail
+    for parts in paths.values():
+        named.setdefault(parts[-1], []).append(parts)
     labels: dict[int, str] = {}
-    for id_, path in paths.items():
-        others = [other for other_id, other in paths.items() if other_id != id_]
-        depth, most = 1, path.count("/") + 1
-        while depth < most and any(tail(other, depth) == tail(path, depth) for other in others):
+    for id_, parts in paths.items():
+        others = [other for other in named[parts[-1]] if other is not parts]
+        depth = 1
+        while depth < len(parts) and any(other[-depth:] == parts[-depth:] for other in others):
             depth += 1
-        labels[id_] = tail(path, depth)
+        labels[id_] = "/".join(parts[-depth:])
     return labels
 
 

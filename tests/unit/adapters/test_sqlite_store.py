@@ -236,3 +236,156 @@ async def test_a_writer_cancelled_at_any_moment_leaves_no_transaction_behind(sto
     contents = [m.content for m in await store.messages(thread.id)]
     assert [c for c in contents if c.startswith("kept")] == [f"kept {i}" for i in range(kept)]
     assert contents.count("cancelled") == contents.count("never half")  # whole or absent
+
+
+async def fresh_view(path, thread_id):
+    """The thread as a new connection reads it from the file (nothing kept in memory)."""
+    other = SQLiteThreadStore(path)
+    try:
+        return await other.messages(thread_id)
+    finally:
+        await other.close()
+
+
+@pytest.fixture
+async def stores(tmp_path):
+    """SQLite stores on one file (each its own connection), closed whatever the test does."""
+    made: list[SQLiteThreadStore] = []
+
+    def make() -> SQLiteThreadStore:
+        made.append(SQLiteThreadStore(tmp_path / "t.db"))
+        return made[-1]
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+async def test_messages_kept_in_memory_are_what_the_file_holds(tmp_path, stores):
+    """Reads are answered from memory between writes: after appends (with metadata, counts and
+    hidden contexts), deletions, a failed write and cancelled writes, every read is what a new
+    connection reads from the file."""
+    path = tmp_path / "t.db"
+    store = stores()
+    thread = await store.new_thread("file:///ws", "chat")
+    other = await store.new_thread("file:///ws", "chat")
+    for i in range(6):
+        await store.append(thread.id, [
+            NewMessage("assistant", f"file {i}", hidden=True, kind=FILE_CONTEXT, uri="file:///ws/a.py",
+                       fingerprint=f"sha256:{i}", meta={"file_id": "a.py"}, tokens={"heuristic": i}),
+            NewMessage("user", f"q{i} 😀", meta={"display": f"q{i}"}, tokens={"tiktoken:o200k_base": i, "x": 2}),
+            NewMessage("assistant", f"a{i}", meta={"ops": [{"op": "insert", "n": 1.5}]})])
+        await store.append(other.id, [NewMessage("user", f"elsewhere {i}")])
+        assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+        assert await store.messages(thread.id, include_hidden=False) == [
+            m for m in await fresh_view(path, thread.id) if not m.hidden]
+    first = (await store.messages(thread.id))[0].id
+    await store.delete_messages([first])
+    assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+    assert first not in [m.id for m in await store.messages(thread.id)]
+    for pause in range(12):
+        writing = asyncio.ensure_future(store.append(thread.id, [NewMessage("user", "cancelled")]))
+        for _ in range(pause % 6):
+            await asyncio.sleep(0)
+        writing.cancel()
+        read = await store.messages(thread.id)  # perhaps while the cancelled writer's rows are open
+        await store.append(thread.id, [NewMessage("user", f"kept {pause}")])
+        assert await store.messages(thread.id) == await fresh_view(path, thread.id), read
+    pages = (await (await store._db.execute("PRAGMA page_count")).fetchone())[0]
+    await store._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(StoreUnavailable):
+        await store.append(thread.id, [NewMessage("user", "q" * 50_000)])
+    assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+    await store.delete_thread(thread.id)
+    assert await store.messages(thread.id) == []
+
+
+async def test_a_write_by_another_connection_is_read_at_once(stores):
+    """The `margin` command line (or a second editor) writing the same file: the next read
+    sees it, though the thread was kept in memory."""
+    store, writer = stores(), stores()
+    thread = await store.new_thread("file:///ws", "chat")
+    await store.append(thread.id, [NewMessage("user", "mine")])
+    assert [m.content for m in await store.messages(thread.id)] == ["mine"]
+    await writer.append(thread.id, [NewMessage("user", "theirs")])
+    assert [m.content for m in await store.messages(thread.id)] == ["mine", "theirs"]
+    await writer.delete_messages([m.id for m in await writer.messages(thread.id)][:1])
+    assert [m.content for m in await store.messages(thread.id)] == ["theirs"]
+    await store.append(thread.id, [NewMessage("user", "mine again")])
+    assert [m.content for m in await store.messages(thread.id)] == ["theirs", "mine again"]
+
+
+async def test_a_thread_read_again_comes_from_memory(stores):
+    """What the request path gains: reading a thread again after this store's own append runs
+    one query (data_version), not the thread's rows."""
+    store = stores()
+    thread = await store.new_thread("file:///ws", "chat")
+    await store.append(thread.id, [NewMessage("user", "q"), NewMessage("assistant", "a")])
+    await store.messages(thread.id)
+    await store.append(thread.id, [NewMessage("user", "q2"), NewMessage("assistant", "a2")])
+    queries: list[str] = []
+    await store._db.set_trace_callback(queries.append)
+    read = await store.messages(thread.id)
+    assert [m.content for m in read] == ["q", "a", "q2", "a2"]
+    assert queries == ["PRAGMA data_version"]
+    read.clear()  # the caller's own list
+    assert len(await store.messages(thread.id)) == 4
+
+
+async def test_a_read_while_a_write_is_open_is_not_kept(tmp_path, stores):
+    """Reads share the writer's connection, so they see rows not yet committed: a turn half
+    written, or the rows a writer cancelled mid-way leaves open until the next write rolls them
+    back. Such a read is answered but not kept; nor is a turn whose COMMIT failed."""
+    path = tmp_path / "t.db"
+    store = stores()
+    for pause in range(10):
+        thread = await store.new_thread("file:///ws", "chat")  # nothing kept for it yet
+        writing = asyncio.ensure_future(store.append(thread.id, [NewMessage("user", f"q{pause}"),
+                                                                  NewMessage("assistant", f"a{pause}")]))
+        for _ in range(pause):
+            await asyncio.sleep(0)
+        await store.messages(thread.id)  # perhaps halfway through the turn
+        await writing
+        assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+
+    cancelled = await store.new_thread("file:///ws", "chat")  # its writer took what was kept
+    await store.append(cancelled.id, [NewMessage("user", "first")])
+    await store._db.execute("BEGIN IMMEDIATE")  # as a writer cancelled mid-way leaves it
+    await store._db.execute("INSERT INTO messages (thread_id, role, content, created_at) VALUES (?, 'user', "
+                            "'never committed', 0)", (cancelled.id,))
+    assert [m.content for m in await store.messages(cancelled.id)] == ["first", "never committed"]
+    await store.append(cancelled.id, [NewMessage("user", "next")])  # rolls the open one back first
+    assert await store.messages(cancelled.id) == await fresh_view(path, cancelled.id)
+
+    execute = store._db.execute
+
+    async def commit_fails(sql, *args):
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("disk I/O error")
+        return await execute(sql, *args)
+
+    await store.messages(thread.id)
+    store._db.execute = commit_fails
+    with pytest.raises(StoreUnavailable):
+        await store.append(thread.id, [NewMessage("user", "lost")])
+    store._db.execute = execute
+    assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+
+
+async def test_reads_and_writes_interleaved_keep_what_the_file_holds(tmp_path, stores):
+    """Chat requests, summaries and the history view reading while turns are stored, in every
+    order the event loop gives them: each read kept is what the file holds."""
+    path = tmp_path / "t.db"
+    store = stores()
+    thread = await store.new_thread("file:///ws", "chat")
+
+    async def after(pauses: int, work):
+        for _ in range(pauses):
+            await asyncio.sleep(0)
+        return await work
+
+    for step in range(60):
+        await asyncio.gather(
+            after(step % 5, store.append(thread.id, [NewMessage("user", f"q{step}"), NewMessage("assistant", "a")])),
+            after(step % 3, store.messages(thread.id)), after(step % 7, store.messages(thread.id)))
+        assert await store.messages(thread.id) == await fresh_view(path, thread.id), step

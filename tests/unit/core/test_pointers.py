@@ -7,7 +7,7 @@ import copy
 import itertools
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from margin.core import pointers
@@ -202,3 +202,25 @@ def test_files_of_one_turn_with_the_same_name_are_told_apart_by_their_folders():
 
     labels = pointers.file_labels([context(1, "a/util.py"), context(2, "b/util.py"), context(3, "b/main.py")])
     assert labels == {1: "a/util.py", 2: "b/util.py", 3: "main.py"}
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "util.py", "x.py", ""]), min_size=1, max_size=4),
+                min_size=1, max_size=8))
+@example([["", ""], ["a", ""], ["a"]])
+def test_a_file_label_is_the_shortest_tail_of_its_path_no_other_file_of_the_turn_shares(paths):
+    """Several snippets of one file, files of one name in several folders, folders named like
+    files: each label takes as many folders as it needs, and no more."""
+    contexts = [Message("user", "x", hidden=True, kind=FILE_CONTEXT, meta={"file_id": "/".join(parts)}, id=i)
+                for i, parts in enumerate(paths)]
+    labels = pointers.file_labels(contexts)
+    for i, parts in enumerate(paths):
+        path = ("/".join(parts) or "file").rstrip("/")
+        others = [("/".join(other) or "file").rstrip("/") for j, other in enumerate(paths) if j != i]
+
+        def tail(text: str, depth: int) -> str:
+            return "/".join(text.split("/")[-depth:])
+
+        depth = labels[i].count("/") + 1
+        assert labels[i] == tail(path, depth)
+        assert depth == path.count("/") + 1 or all(tail(other, depth) != labels[i] for other in others)
+        assert depth == 1 or any(tail(other, depth - 1) == tail(path, depth - 1) for other in others)
