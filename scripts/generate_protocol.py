@@ -18,7 +18,6 @@ declare each field (type, rules, and the docstring under it). From them this scr
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import inspect
@@ -30,7 +29,9 @@ from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))  # this checkout's models, not an installed copy
+sys.path.insert(0, str(REPO / "scripts"))
 
+import generated_files  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from pydantic.json_schema import models_json_schema  # noqa: E402
 
@@ -361,35 +362,21 @@ def generated() -> dict[Path, str]:
     return files
 
 
+def obsolete(files: dict[Path, str]) -> set[Path]:
+    """The schema files no method writes any more."""
+    return set(SCHEMAS.glob("*.schema.json")) - set(files)
+
+
 def stale() -> list[Path]:
     """The generated files whose committed text differs from what this script writes, and any
     schema file no method writes any more."""
     files = generated()
-    out_of_date = [path for path, text in files.items()
-                   if not path.exists() or path.read_text(encoding="utf-8") != text]
-    return out_of_date + sorted(set(SCHEMAS.glob("*.schema.json")) - set(files))
+    return generated_files.out_of_date(files) + sorted(obsolete(files))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 naming each file that is out of date")
-    args = parser.parse_args(argv)
-    if args.check:
-        out_of_date = stale()
-        for path in out_of_date:
-            print(f"{path.relative_to(REPO)} is out of date: run {COMMAND}", file=sys.stderr)
-        return 1 if out_of_date else 0
-    files = generated()
-    SCHEMAS.mkdir(parents=True, exist_ok=True)
-    for path in sorted(set(SCHEMAS.glob("*.schema.json")) - set(files)):
-        path.unlink()
-        print(f"removed {path.relative_to(REPO)}")
-    for path, text in files.items():
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(REPO)}")
-    return 0
+    return generated_files.main(argv, description=__doc__.splitlines()[0], repo=REPO, command=COMMAND,
+                                stale=stale, generated=generated, obsolete=obsolete)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Margin's settings. From them this script writes:
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -30,7 +29,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))  # this checkout's model, not an installed copy
+sys.path.insert(0, str(REPO / "scripts"))
 
+import generated_files  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from margin.core.settings import (  # noqa: E402
@@ -257,25 +258,12 @@ def generated() -> dict[Path, str]:
 
 def stale() -> list[Path]:
     """The generated files whose committed text differs from what this script writes."""
-    return [path for path, text in generated().items()
-            if not path.exists() or path.read_text(encoding="utf-8") != text]
+    return generated_files.out_of_date(generated())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 naming each file that is out of date")
-    args = parser.parse_args(argv)
-    if args.check:
-        out_of_date = stale()
-        for path in out_of_date:
-            print(f"{path.relative_to(REPO)} is out of date: run {COMMAND}", file=sys.stderr)
-        return 1 if out_of_date else 0
-    for path, text in generated().items():
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(REPO)}")
-    return 0
+    return generated_files.main(argv, description=__doc__.splitlines()[0], repo=REPO, command=COMMAND,
+                                stale=stale, generated=generated)
 
 
 if __name__ == "__main__":
