@@ -34,6 +34,7 @@ def test_a_fast_benchmark_meets_its_targets(name):
 
 
 @pytest.mark.llama
+@pytest.mark.timeout(2400)  # the run's own limit below, not pytest's 300 s default
 def test_background_work_does_not_slow_typing_on_real_llama_cpp():
     """benchmarks/bench_background.py at a CI size: completion while a summary is due and while
     the index of a 2,000-file workspace builds, against idle, on the real model server."""
