@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import finish, verdict  # noqa: E402
+from timing import finish, verdict
 
 TARGET = 1.2
 CHAT_ENV = {"MARGIN_CHAT_MAX_OUTPUT_TOKENS": "8", "MARGIN_CHAT_TEMPERATURE": "0", "MARGIN_LOG_LEVEL": "WARNING"}
@@ -63,7 +63,6 @@ def long_message(turn: int) -> str:
 async def client_on(base_url: str, tmp: Path, root: Path, **env: str):
     """margin-lsp on `base_url` with its workspace at `root` (test_real_llama's completion_client)."""
     from lsprotocol import types
-
     from tests.e2e.lsp_client import margin_client
     from tests.e2e.test_real_llama import COMPLETION_ENV, TYPING_ENV
 

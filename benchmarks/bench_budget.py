@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tokens import source_corpus  # noqa: E402
-from timing import finish, verdict  # noqa: E402
-
-from margin.core.budget import Item, Section, plan  # noqa: E402
-from margin.core.tokens.counter import CountCache, OpenAIFraming  # noqa: E402
-from margin.core.tokens.local import tiktoken_counter  # noqa: E402
+from bench_tokens import source_corpus
+from margin.core.budget import Item, Section, plan
+from margin.core.tokens.counter import CountCache, OpenAIFraming
+from margin.core.tokens.local import tiktoken_counter
+from timing import finish, verdict
 
 MESSAGES = 10_000
 WINDOW = 400_000  # gpt-5

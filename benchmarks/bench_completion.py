@@ -68,25 +68,25 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
+import httpx
+from tests.conftest import LLAMA_CONTEXT, running_llama_server
+from tests.fakes.fake_openai import FakeBackend, hang, reply
+from tests.fakes.fake_provider import WS, FakeProvider, answer, fake_app
 
-import httpx  # noqa: E402
-
-from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
-from margin.core.llm import NotSupported  # noqa: E402
-from margin.core.vfs import Position, Range, TextChange  # noqa: E402
-from margin.services.app import MarginApp  # noqa: E402
-from margin.services.completion import CompletionRequest, CompletionService  # noqa: E402
-from margin.wiring import LOCAL_WORKSPACE, make_server_counter, make_provider  # noqa: E402
-from tests.conftest import LLAMA_CONTEXT, running_llama_server  # noqa: E402
-from tests.fakes.fake_openai import FakeBackend, hang, reply  # noqa: E402
-from tests.fakes.fake_provider import WS, FakeProvider, answer, fake_app  # noqa: E402
+from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core.llm import NotSupported
+from margin.core.vfs import Position, Range, TextChange
+from margin.services.app import MarginApp
+from margin.services.completion import CompletionRequest, CompletionService
+from margin.wiring import LOCAL_WORKSPACE, make_provider, make_server_counter
+from timing import finish, verdict
 
 MISS_MS, HIT_MS, ABORT_MS = 5.0, 2.0, 20.0
 PROMPT_N, END_TO_END = 64, 1.1

@@ -21,18 +21,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
+from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services
+from tests.fixtures.corpus import python_chunks
 
-from margin.core import threads  # noqa: E402
-from margin.core.assemble import FileRef  # noqa: E402
-from margin.core.file_block import ENVELOPE_TYPE, render_file  # noqa: E402
-from margin.core.sources import base as sources  # noqa: E402
-from margin.core.tokens.local import tiktoken_counter  # noqa: E402
-from margin.core.vfs import Position, Range, TextChange, fingerprint  # noqa: E402
-from margin.core.where import Where  # noqa: E402
-from margin.services.chat import Ask  # noqa: E402
-from tests.fakes.fake_provider import WS, FakeProvider, close, fake_services  # noqa: E402
-from tests.fixtures.corpus import python_chunks  # noqa: E402
+from margin.core import threads
+from margin.core.assemble import FileRef
+from margin.core.file_block import ENVELOPE_TYPE, render_file
+from margin.core.sources import base as sources
+from margin.core.tokens.local import tiktoken_counter
+from margin.core.vfs import Position, Range, TextChange, fingerprint
+from margin.core.where import Where
+from margin.services.chat import Ask
+from timing import finish, verdict
 
 BUNDLE = REPO.parent / "shared" / "data" / "httpx.bundle"
 TARGET = 1.03

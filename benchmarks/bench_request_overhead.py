@@ -53,19 +53,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_completion import FakeProcess  # noqa: E402
-from timing import finish, verdict  # noqa: E402
+import httpx
+from tests.e2e.raw_lsp import RawClient, raw_client
+from tests.fakes.fake_openai import FakeBackend, reply
 
-import httpx  # noqa: E402
-
-from tests.e2e.raw_lsp import RawClient, raw_client  # noqa: E402
-from tests.fakes.fake_openai import FakeBackend, reply  # noqa: E402
+from bench_completion import FakeProcess
+from timing import finish, verdict
 
 TARGET_MS = 10.0
 WINDOW = 32768

@@ -48,29 +48,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, interleaved, verdict  # noqa: E402
-
-from margin.core.retrieval import GIT_LOG_ARGS, Commit, History, RetrievalIndex, Signals, parse_git_log  # noqa: E402
+from margin.core.retrieval import (
+    GIT_LOG_ARGS,
+    Commit,
+    History,
+    RetrievalIndex,
+    Signals,
+    parse_git_log,
+)
+from timing import finish, interleaved, verdict
 
 QUERY_MS, UPDATE_MS, RELOAD_RATIO, INDEX_MB, STORE_MB = 20.0, 50.0, 0.25, 350.0, 40.0
 
-WORDS = """
-request response client server connection session header body content stream buffer chunk
-read write open close send receive parse encode decode format render load save store cache
-key value item entry record table row column index query filter sort group merge split join
-user account token auth password login logout permission role policy config setting option
-default timeout retry backoff limit rate quota error exception warning message log logger
-event handler callback hook listener signal queue task job worker pool thread process lock
-file path directory name size length count total offset position line text string bytes
-number integer float list dict set tuple map array node tree graph edge vertex parent child
-root leaf level depth width height color style theme layout view model controller template
-page route url host port scheme proxy socket packet frame protocol version status code state
-start stop run execute call invoke apply update delete create insert remove add get put post
-patch fetch pull push sync async await future promise result output input source target
-build compile test check validate verify assert match compare equal hash digest sign encrypt
-decrypt compress expand resolve register lookup find search scan walk visit transform convert
-""".split()
-PROSE = "the a of to in is for and with that this when it be on by not or from".split()
+WORDS = ["request", "response", "client", "server", "connection", "session", "header", "body", "content", "stream", "buffer", "chunk", "read", "write", "open", "close", "send", "receive", "parse", "encode", "decode", "format", "render", "load", "save", "store", "cache", "key", "value", "item", "entry", "record", "table", "row", "column", "index", "query", "filter", "sort", "group", "merge", "split", "join", "user", "account", "token", "auth", "password", "login", "logout", "permission", "role", "policy", "config", "setting", "option", "default", "timeout", "retry", "backoff", "limit", "rate", "quota", "error", "exception", "warning", "message", "log", "logger", "event", "handler", "callback", "hook", "listener", "signal", "queue", "task", "job", "worker", "pool", "thread", "process", "lock", "file", "path", "directory", "name", "size", "length", "count", "total", "offset", "position", "line", "text", "string", "bytes", "number", "integer", "float", "list", "dict", "set", "tuple", "map", "array", "node", "tree", "graph", "edge", "vertex", "parent", "child", "root", "leaf", "level", "depth", "width", "height", "color", "style", "theme", "layout", "view", "model", "controller", "template", "page", "route", "url", "host", "port", "scheme", "proxy", "socket", "packet", "frame", "protocol", "version", "status", "code", "state", "start", "stop", "run", "execute", "call", "invoke", "apply", "update", "delete", "create", "insert", "remove", "add", "get", "put", "post", "patch", "fetch", "pull", "push", "sync", "async", "await", "future", "promise", "result", "output", "input", "source", "target", "build", "compile", "test", "check", "validate", "verify", "assert", "match", "compare", "equal", "hash", "digest", "sign", "encrypt", "decrypt", "compress", "expand", "resolve", "register", "lookup", "find", "search", "scan", "walk", "visit", "transform", "convert"]
+PROSE = ["the", "a", "of", "to", "in", "is", "for", "and", "with", "that", "this", "when", "it", "be", "on", "by", "not", "or", "from"]
 
 
 class Workspace:

@@ -42,21 +42,21 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
+from tests.fakes.fake_openai import FakeBackend, reply
 
-from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
-from margin.core import pointers  # noqa: E402
-from margin.core.assemble import ChatInput, assemble_chat  # noqa: E402
-from margin.core.sources.message import Newest  # noqa: E402
-from margin.core.sources.thread import Pointers  # noqa: E402
-from margin.core.tokens.local import tiktoken_counter  # noqa: E402
-from margin.core.vfs import Range, TextChange  # noqa: E402
-from margin.core.where import Where  # noqa: E402
-from margin.services.app import MarginApp  # noqa: E402
-from margin.services.chat import Ask  # noqa: E402
-from margin.services.registry import Services  # noqa: E402
-from margin.wiring import LOCAL_WORKSPACE, make_server_counter, make_provider  # noqa: E402
-from tests.fakes.fake_openai import FakeBackend, reply  # noqa: E402
+from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core import pointers
+from margin.core.assemble import ChatInput, assemble_chat
+from margin.core.sources.message import Newest
+from margin.core.sources.thread import Pointers
+from margin.core.tokens.local import tiktoken_counter
+from margin.core.vfs import Range, TextChange
+from margin.core.where import Where
+from margin.services.app import MarginApp
+from margin.services.chat import Ask
+from margin.services.registry import Services
+from margin.wiring import LOCAL_WORKSPACE, make_provider, make_server_counter
+from timing import finish, verdict
 
 WS = "file:///ws"
 SEED_STUB = "[source: tool:read, tool:grep | Content replaced — available via re-execution]"

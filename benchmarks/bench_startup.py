@@ -39,7 +39,7 @@ from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
+from timing import finish, verdict
 
 TARGET_RATIO = 1.2
 

@@ -15,7 +15,7 @@ import sysconfig
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, interleaved, verdict  # noqa: E402
+from timing import finish, interleaved, verdict
 
 COLD_LOAD = {
     "margin tekken_240911": "from margin.core.tokens.local import tekken_counter as f; f('tekken_240911')",

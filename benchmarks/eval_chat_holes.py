@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
+from tests.conftest import running_llama_server
 
-from margin.adapters.sqlite_store import SQLiteThreadStore  # noqa: E402
-from margin.core.vfs import Position  # noqa: E402
-from margin.services.app import MarginApp  # noqa: E402
-from margin.services.completion import CompletionRequest, CompletionService  # noqa: E402
-from margin.wiring import LOCAL_WORKSPACE, make_provider, make_server_counter  # noqa: E402
-from tests.conftest import running_llama_server  # noqa: E402
+from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core.vfs import Position
+from margin.services.app import MarginApp
+from margin.services.completion import CompletionRequest, CompletionService
+from margin.wiring import LOCAL_WORKSPACE, make_provider, make_server_counter
+from timing import finish, verdict
 
 BUNDLE = Path("/work/shared/data/httpx.bundle")
 SCHEMA_WORDS = {"holeanswer", "hole_answer", "completion", "title", "properties", "additionalproperties"}

@@ -39,11 +39,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import finish, verdict  # noqa: E402
-
-from margin.core.retrieval import (  # noqa: E402
-    DEFAULT_WEIGHTS, Commit, History, RetrievalIndex, Signals, Weights)
-from margin.core.retrieval.bm25 import Field  # noqa: E402
+from margin.core.retrieval import DEFAULT_WEIGHTS, Commit, History, RetrievalIndex, Signals, Weights
+from margin.core.retrieval.bm25 import Field
+from timing import finish, verdict
 
 TARGETS = {"R@5": 0.72, "R@10": 0.85, "MRR": 0.67}
 PR_SUFFIX = re.compile(r"\s*\(#\d+\)")
@@ -170,7 +168,7 @@ class Scores:
         self.rows: list[tuple[float, float, float]] = []
 
     @staticmethod
-    def of(rows: list[tuple[float, float, float]]) -> "Scores":
+    def of(rows: list[tuple[float, float, float]]) -> Scores:
         scores = Scores()
         scores.rows = list(rows)
         return scores

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 LOADED = os.environ.get("MARGIN_BENCH_LOADED") == "1"
 LOADED_MARGIN = 1.5

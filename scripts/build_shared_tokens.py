@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 
-from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args  # noqa: E402
-from margin.core.tokens.bound import TABLE_PATH  # noqa: E402
+from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
+from margin.core.tokens.bound import TABLE_PATH
 
 GGUF_STRING, GGUF_ARRAY = 8, 9
 GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}

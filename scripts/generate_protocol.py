@@ -24,21 +24,22 @@ import inspect
 import json
 import pkgutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))  # this checkout's models, not an installed copy
 sys.path.insert(0, str(REPO / "scripts"))
 
-import generated_files  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
-from pydantic.json_schema import models_json_schema  # noqa: E402
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
-from margin import lsp  # noqa: E402
-from margin.lsp import methods  # noqa: E402
-from margin.lsp.methods import Method  # noqa: E402
-from margin.lsp.server import REQUEST_FAILED  # noqa: E402
+import generated_files
+from margin import lsp
+from margin.lsp import methods
+from margin.lsp.methods import Method
+from margin.lsp.server import REQUEST_FAILED
 
 DOC = REPO / "docs" / "protocol.md"
 SCHEMAS = REPO / "docs" / "protocol"
@@ -245,10 +246,10 @@ def types_ts(defs: dict[str, Any]) -> str:
         f"  {json.dumps(m.name)}: {{ params: {type_name(ref(m.params))}; result: {type_name(ref(m.result))} }};\n"
         for m in methods.REQUESTS)
     return "\n".join([
-        "// Margin's protocol: its methods, commands and wire types. GENERATED from the server's\n"
+        ("// Margin's protocol: its methods, commands and wire types. GENERATED from the server's\n"
         "// protocol description (server/margin/lsp/methods.py and the models in lsp/wire*.py) by\n"
         f"// scripts/generate_protocol.py: do not edit; run `{COMMAND}`.\n"
-        "// docs/protocol.md says what each one is for.\n",
+        "// docs/protocol.md says what each one is for.\n"),
         names_const("METHODS", "Margin's own requests.", methods.REQUESTS),
         names_const("COMMANDS", "Margin's commands (workspace/executeCommand; the params are the one argument).",
                     methods.COMMANDS),
@@ -343,9 +344,8 @@ def protocol_md(defs: dict[str, Any]) -> str:
             f"| [{m.name}](#{anchors[m.name]}) | {m.doc} |\n" for m in group))
         out += [_md_method(method, defs, nested) for method in group]
     out.append("## Types\n\nThe types the fields above refer to.\n")
-    for model in defs:
+    for model, definition in defs.items():
         if model in nested:
-            definition = defs[model]
             about = f"{_one_line(definition['description'])}\n\n" if definition.get("description") else ""
             out.append(f"### {type_name(model)}\n\n{about}{_md_fields(definition, nested)}")
     return "\n".join(out)

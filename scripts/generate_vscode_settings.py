@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))  # this checkout's model, not an installed copy
 sys.path.insert(0, str(REPO / "scripts"))
 
-import generated_files  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from pydantic import BaseModel
 
-from margin.core.settings import (  # noqa: E402
+import generated_files
+from margin.core.settings import (
     BUILTIN_PROFILES,
     PROFILES,
     USER_ONLY,
@@ -226,9 +226,9 @@ def fields_ts() -> str:
         return f"/** {doc} */\nexport const {name} = [\n{items}] as const;\n"
 
     return "\n".join((
-        "// The server settings the VS Code extension forwards. GENERATED from the server's\n"
+        ("// The server settings the VS Code extension forwards. GENERATED from the server's\n"
         "// settings model (server/margin/core/settings.py) by scripts/generate_vscode_settings.py:\n"
-        f"// do not edit; run `{COMMAND}`.\n",
+        f"// do not edit; run `{COMMAND}`.\n"),
         const("PROFILES", list(blocks()[1:]),
               "The profiles with a capability users can reach (USER_VISIBLE_PROFILES)."),
         const("BLOCKS", list(blocks()), "Blocks of profile settings: `defaults`, then each profile."),

@@ -8,9 +8,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import httpx
 import pytest

@@ -19,10 +19,11 @@ import re
 import secrets
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 MIN_LENGTH = 12
 API_KEY_ENV = "FAKE_LLM_API_KEY"

@@ -16,9 +16,9 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from margin import __version__, cli_memories, logs
 from margin.cli_app import CliError, open_services, running_app

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import AsyncIterator, Sequence
 
 from margin.core.languages import language_of
 from margin.services.app import MarginApp

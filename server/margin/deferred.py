@@ -90,7 +90,7 @@ def warm_up() -> threading.Thread:
         for name in WARM_UP:
             try:
                 importlib.import_module(name)
-            except Exception as error:  # an optional library missing, a bug: seen on first use
+            except Exception as error:  # noqa: BLE001 - an optional library missing, a bug: seen on first use
                 log.warning("warm-up import failed module=%s error=%s", name, type(error).__name__)
         log.info("warm-up imports done ms=%.0f", (time.perf_counter() - started) * 1000)
 

@@ -5,21 +5,22 @@ aiosqlite, pathspec, git) are imported when first used, not when the app is buil
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from margin import deferred
 from margin.core.workspace_access import WorkspaceAccess
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
-    from margin.adapters.llama_tokens import ServerCounter
-    from margin.core.tokens.choice import TokenizerChoice
-    from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
-    from margin.adapters.sqlite_store import SQLiteThreadStore
     from margin.adapters.git_cli import GitCommandHistory
     from margin.adapters.index_file import GzipIndexStore
+    from margin.adapters.llama_tokens import ServerCounter
     from margin.adapters.local_files import LocalFolderFiles
+    from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
+    from margin.adapters.sqlite_store import SQLiteThreadStore
+    from margin.core.tokens.choice import TokenizerChoice
 
 openai_http = deferred.module("margin.adapters.openai_http")
 llama_tokens = deferred.module("margin.adapters.llama_tokens")

@@ -13,8 +13,9 @@ import hashlib
 import json
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import cattrs

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from lsprotocol import types
 from pygls.protocol import JsonRPCResponseMessage

@@ -9,7 +9,8 @@ import contextlib
 import itertools
 import json
 import sys
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from tests import log_secrets
 from tests.conftest import clean_env

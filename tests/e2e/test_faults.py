@@ -23,7 +23,8 @@ from tests import log_secrets
 from tests.conftest import clean_env, free_port, until
 from tests.e2e.lsp_client import margin_client, open_doc, request, status
 from tests.e2e.raw_lsp import RawClient
-from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status as http_status, stream
+from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, stream
+from tests.fakes.fake_openai import status as http_status
 
 WS = Path("/ws")
 URI = "file:///ws/app.py"

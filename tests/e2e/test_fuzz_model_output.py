@@ -33,9 +33,9 @@ from tests.e2e.lsp_client import change_doc, margin_client, open_doc, request
 from tests.fakes.fake_openai import FakeBackend, reply, status
 from tests.fuzz_answers import (
     OUTSIDE,
-    answer_text,
     A,
     B,
+    answer_text,
     apply_lsp_edits,
     check_suggestion,
     document,

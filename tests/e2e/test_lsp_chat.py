@@ -13,8 +13,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from tests.e2e.lsp_client import cancellable, margin_client, open_doc, progress_token, request
 from tests.conftest import until
+from tests.e2e.lsp_client import cancellable, margin_client, open_doc, progress_token, request
 from tests.fakes.fake_openai import reply, stream
 
 WS = "file:///ws"

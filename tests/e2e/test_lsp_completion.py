@@ -14,9 +14,18 @@ from typing import Any
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from tests.conftest import until
-from tests.e2e.lsp_client import UTF8_CLIENT, UTF16_CLIENT, cancellable, change_doc, margin_client, open_doc, request
+from tests.e2e.lsp_client import (
+    UTF8_CLIENT,
+    UTF16_CLIENT,
+    cancellable,
+    change_doc,
+    margin_client,
+    open_doc,
+    request,
+)
 from tests.e2e.raw_lsp import raw_client
 from tests.fakes.fake_openai import FakeBackend, hang, reply, status
 
@@ -404,7 +413,7 @@ async def test_completion_is_answered_while_a_chat_is_still_running(fake, tmp_pa
         assert (await inline(client, inline_params(1, 11)))[0]["insertText"] == "a + b"
         assert not chat.done()  # the chat goes on; completion did not wait for it
         cancel()
-        with pytest.raises(Exception):
+        with pytest.raises(JsonRpcException, match="cancel"):
             await chat
 
 

@@ -137,8 +137,9 @@ async def test_pinned_memories_join_the_system_prompt_after_the_instructions(fak
 
 
 async def test_selection_edits_follow_the_instructions_too(fake, tmp_path):
-    from tests.e2e.test_lsp_code_actions import FUNCTION, ITERATIVE, RESOLVING, TEXT, answer, lsp
     from lsprotocol import types
+
+    from tests.e2e.test_lsp_code_actions import FUNCTION, ITERATIVE, RESOLVING, TEXT, answer, lsp
 
     root = workspace(tmp_path, {"AGENTS.md": "Rule: keep functions pure.", "a.py": TEXT})
     uri = (root / "a.py").as_uri()

@@ -10,7 +10,6 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from margin import __version__
-from tests.fakes.fake_openai import reply
 from tests.e2e.lsp_client import (
     UTF8_CLIENT,
     UTF16_CLIENT,
@@ -21,6 +20,7 @@ from tests.e2e.lsp_client import (
     request,
     status,
 )
+from tests.fakes.fake_openai import reply
 
 URI = "file:///work/demo.py"
 

@@ -163,7 +163,7 @@ def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
 
 
 def test_remember_list_and_forget_a_memory_in_real_vs_code(fake, tmp_path):
-    workspace, results = run_in_vs_code("memories.mjs", fake, tmp_path, CALC)
+    _workspace, results = run_in_vs_code("memories.mjs", fake, tmp_path, CALC)
     # Remember…: the fact, then the scope (this folder first), then a note with the memory's id.
     assert results["scopes"] == [["This workspace folder", "ws"], ["Every workspace", "global"]]
     assert results["remembered"] == "Margin will keep that in mind in ws (memory 1)."

@@ -19,9 +19,10 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Self
 
 from tests import log_secrets
 
@@ -169,7 +170,7 @@ class FakeBackend:
                 self._slow_gets_left[path] = left - 1
             return self._get_delay_s
 
-    def __enter__(self) -> FakeBackend:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -39,19 +39,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import BackendInfo, ChatDelta, ChatReply, ChatRequest, NotSupported, Usage
 from margin.core.tokens.choice import TokenizerChoice
 from margin.core.tokens.counter import LocalCounter
+from margin.core.workspace_access import WorkspaceAccess
 from margin.services.app import MarginApp
 from margin.services.registry import Services
 from margin.services.tokenizers import Tokenizers
-from margin.core.workspace_access import WorkspaceAccess
 from margin.wiring import LOCAL_WORKSPACE, make_server_counter
 
 WS = "file:///ws"

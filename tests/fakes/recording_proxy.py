@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -134,7 +134,7 @@ class RecordingProxy:
         with self._lock:
             return [e for e in self.exchanges if e.path == path]
 
-    def __enter__(self) -> RecordingProxy:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from margin.core.index_store import MemoryRebuild, StoredFile
 from margin.core.retrieval import Commit

@@ -9,8 +9,8 @@ import sys
 from margin import __version__
 from tests import log_secrets
 from tests.conftest import clean_env
-from tests.log_secrets import API_KEY, API_KEY_ENV
 from tests.fakes.fake_openai import reply, status
+from tests.log_secrets import API_KEY, API_KEY_ENV
 
 
 def cli_env(**env: str) -> dict[str, str]:
@@ -104,10 +104,10 @@ def test_doctor_names_a_missing_api_key(fake):
 def doctor_report(**fields):
     from margin.services.diagnosis import ProfileReport
 
-    base = dict(name="chat", enabled=True, base_url="http://127.0.0.1:8080/v1", model=None,
-                api_key="none configured", reachable=True, backend="llama.cpp", context_window=8192,
-                context_window_source="llama.cpp /props n_ctx", tokenizer="llama.cpp", exact=True,
-                tokenizer_state="remote", error=None)
+    base = {"name": "chat", "enabled": True, "base_url": "http://127.0.0.1:8080/v1", "model": None,
+                "api_key": "none configured", "reachable": True, "backend": "llama.cpp", "context_window": 8192,
+                "context_window_source": "llama.cpp /props n_ctx", "tokenizer": "llama.cpp", "exact": True,
+                "tokenizer_state": "remote", "error": None}
     return ProfileReport(**{**base, **fields})
 
 

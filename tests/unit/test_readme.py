@@ -12,7 +12,7 @@ LUA = (REPO / "tests" / "e2e" / "nvim" / "sync_check.lua").read_text(encoding="u
 
 
 def snippet(name: str) -> str:
-    match = re.search(rf"-- README snippet {re.escape(name)} begin\n(.*?)\n\s*-- README snippet {re.escape(name)} end", LUA, re.S)
+    match = re.search(rf"-- README snippet {re.escape(name)} begin\n(.*?)\n\s*-- README snippet {re.escape(name)} end", LUA, re.DOTALL)
     assert match, name
     return textwrap.dedent(match.group(1)).strip()
 
@@ -29,7 +29,7 @@ def test_the_emacs_snippet_is_the_one_the_emacs_test_runs():
 
 
 def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
-    block = re.search(r"## Quick start.*?```sh\n(.*?)```", README, re.S).group(1)
+    block = re.search(r"## Quick start.*?```sh\n(.*?)```", README, re.DOTALL).group(1)
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"]
     ci = (REPO / ".ci" / "run").read_text()

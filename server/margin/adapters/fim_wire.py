@@ -15,8 +15,9 @@ shape raises one of `WRONG_SHAPE` here; the provider reports it as `MalformedRes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from margin.adapters.stream_shapes import usage_of
 from margin.core.fim import FimReply, FimRequest, FimRoute

@@ -11,8 +11,9 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from margin.core.index_store import MemoryRebuild, StoredFile
 from margin.core.workspace_files import Stamp

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -78,7 +79,7 @@ class ServerCounter(TokenCounter):
         try:
             data = response.json()
             if not isinstance(data, dict):
-                raise ValueError
+                raise ValueError  # noqa: TRY004 - a JSON answer of the wrong shape: malformed, as below
             return data
         except ValueError:
             raise MalformedResponse(

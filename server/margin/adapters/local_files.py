@@ -5,8 +5,8 @@ folder once its symlinks are resolved."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from margin.adapters import workspace_scan
 from margin.core.workspace_files import FoundFile, Stamp

@@ -18,12 +18,16 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from margin import __version__
+from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
+from margin.adapters.http_errors import error_from_body, transport_error
+from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -40,9 +44,6 @@ from margin.core.llm import (
     Usage,
     joined,
 )
-from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
-from margin.adapters.http_errors import error_from_body, transport_error
-from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
 from margin.core.models import is_reasoning_model
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def server_root(base_url: str) -> str:
     """The server's root for non-OpenAI endpoints (`/props`, `/tokenize`): `base_url` without
     a trailing `/v1`."""
     parts = urlsplit(base_url.rstrip("/"))
-    path = parts.path[:-3] if parts.path.endswith("/v1") else parts.path
+    path = parts.path.removesuffix("/v1")
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 

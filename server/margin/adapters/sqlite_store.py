@@ -17,8 +17,9 @@ import logging
 import sqlite3
 import time
 import uuid
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 import aiosqlite
 

@@ -29,14 +29,23 @@ hot window are shown as pointers when that pays (core.sources.thread).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from margin.core.budget import Plan, plan, safety_margin
 from margin.core.llm import ChatMessage
 from margin.core.sources import base, registry
-from margin.core.sources.base import (CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, Source,
-                                      render)
+from margin.core.sources.base import (
+    CONTEXT_ROLE,
+    HISTORY,
+    PER_MESSAGE_OVERHEAD,
+    SYSTEM,
+    Draft,
+    FileRef,
+    Source,
+    render,
+)
 from margin.core.sources.thread import current_turn
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 

@@ -26,8 +26,9 @@ it says so with the sizes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 SYSTEM_PROMPT_WARN_RATIO = 0.25
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import difflib
 import json
 from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from typing import Literal, Mapping, Sequence, TypeVar
+from itertools import accumulate, pairwise
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -107,9 +108,9 @@ def resolve(
                     OffsetEdit(start, end, op.content or "", index))
         if problem:
             problems.append(f"{name}: {problem}")
-    for uri, file_edits in edits.items():
+    for file_edits in edits.values():
         file_edits.sort(key=lambda e: (e.start, e.end, e.op))
-        for before, after in zip(file_edits, file_edits[1:]):
+        for before, after in pairwise(file_edits):
             if after.start <= before.end:  # overlapping, or touching: order would be ambiguous
                 problems.append(f"{ops[before.op].describe(before.op, names)} and "
                                 f"{ops[after.op].describe(after.op, names)} overlap or touch")

@@ -18,8 +18,9 @@ the stamp where it is kept, `put` and `remove` update one file, `search` queries
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 
 from margin.core.retrieval import Hit, RetrievalIndex, Signals
 from margin.core.workspace_files import Stamp

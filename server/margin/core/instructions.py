@@ -19,8 +19,8 @@ lines that fit. Each cut is named in the budget report.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence
 
 from margin.core.budget import Item, Section
 

@@ -19,8 +19,9 @@ Messages say what happened and what to do; they never include prompt or reply te
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:  # core.fim builds on this module's types
     from margin.core.fim import FimReply, FimRequest

@@ -8,8 +8,9 @@ stores apply them (`checked`), so nothing else can be stored.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal, cast
+from typing import Literal, cast
 
 Scope = Literal["workspace", "global"]
 SCOPES: tuple[Scope, ...] = ("workspace", "global")

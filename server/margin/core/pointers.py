@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from margin.core.threads import FILE_CONTEXT, Message
 

@@ -13,9 +13,9 @@ Templates are read from `promptsDir` first, then from those shipped with Margin.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 DATA_GUARD = (
     "Some messages show files from the user's workspace as they are now: a line `File <path> "
@@ -28,9 +28,8 @@ DATA_GUARD = (
 def _code_fragments() -> dict[str, str]:
     from margin.core.completion.formats import hole_answer_fragment
     from margin.core.editops import ops_schema_fragment
-    from margin.core.selection_edit import SELECTION_GUARD, selection_reply_fragment
-
     from margin.core.pointers import LEGEND
+    from margin.core.selection_edit import SELECTION_GUARD, selection_reply_fragment
 
     return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(), "pointer_legend": LEGEND,
             "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment(),

@@ -18,8 +18,8 @@ when the rewritten code had one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,7 +30,6 @@ from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.file_block import fence, file_header
 from margin.core.llm import ChatMessage
 from margin.core.trim import line_trimmer
-
 
 _COMMENT = re.compile(
     r"^[ \t]*(?:#+|//+|--+|;+|%+|/\*+|<!--|\*+)[ \t]*margin:[ \t]*(?P<text>.*?)[ \t]*(?:\*/|-->)?[ \t]*$",

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,

@@ -5,7 +5,8 @@ settings may not set (margin.core.settings.USER_ONLY) left out and named, and wh
 
 from __future__ import annotations
 
-from typing import Any, Collection, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from pydantic.alias_generators import to_camel
 

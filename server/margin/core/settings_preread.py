@@ -14,7 +14,8 @@ that (tests/unit/core/test_settings_preread.py compares the two).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 ENV_COMPLETION_MENU = "MARGIN_COMPLETION_MENU"
 INIT_COMPLETION_MENU = "completionMenu"

@@ -7,8 +7,9 @@ last good settings stay in force. Workspace settings never set where prompts and
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic.alias_generators import to_camel
 

@@ -17,8 +17,8 @@ still be recalled.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from margin.core.pointers import Shown, show
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage

@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from margin.core import memories
 from margin.core.file_block import from_envelope

@@ -3,8 +3,9 @@ fit an allowance of tokens, counted exactly."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import accumulate
-from typing import Callable, Literal
+from typing import Literal
 
 from margin.core.budget import Trimmed, Trimmer
 

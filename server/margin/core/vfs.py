@@ -12,9 +12,9 @@ import bisect
 import hashlib
 import itertools
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Sequence
 
 
 class PositionEncoding(str, Enum):
@@ -89,7 +89,7 @@ class VirtualFile:
     """One open document at one version. Immutable; fingerprint and line index are computed
     on first use and cached."""
 
-    __slots__ = ("uri", "language_id", "version", "text", "_fingerprint", "_line_starts")
+    __slots__ = ("_fingerprint", "_line_starts", "language_id", "text", "uri", "version")
 
     def __init__(self, uri: str, language_id: str, version: int, text: str) -> None:
         self.uri = uri

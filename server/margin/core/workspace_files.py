@@ -4,8 +4,9 @@ MAX_FILE_BYTES, without a NUL byte in the first SNIFF_BYTES (a binary file)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 MAX_FILE_BYTES = 512 * 1024
 SNIFF_BYTES = 8192

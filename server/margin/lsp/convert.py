@@ -4,7 +4,7 @@ position encoding (optionally annotated as needing confirmation)."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from lsprotocol import types
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cattrs.errors import BaseValidationError
 from cattrs.v import transform_error
@@ -219,7 +220,7 @@ class MarginProtocol(HookedProtocol):
             return
         try:
             structured = self.converter.structure(message, message_type)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure to read the params is the client's
             if self.shutdown_requested:
                 return
             problems = unreadable_fields(error)
@@ -248,7 +249,7 @@ class MarginProtocol(HookedProtocol):
         if exception is None:
             try:
                 self.send_response(msg_id, result=future.result())
-            except Exception as unsendable:  # a result that cannot be serialised: a bug
+            except Exception as unsendable:  # noqa: BLE001 - a result that cannot be serialised: a bug
                 exception = unsendable
             else:
                 if method == types.INITIALIZE:

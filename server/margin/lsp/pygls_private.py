@@ -125,16 +125,17 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 if TYPE_CHECKING:
-    from cattrs import Converter
     from collections.abc import Generator
 
+    from cattrs import Converter
     from pygls.lsp.server import LanguageServer
     from pygls.server import JsonRPCServer
 

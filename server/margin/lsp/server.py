@@ -14,8 +14,13 @@ import contextlib
 import logging
 import sys
 import uuid
-from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, BinaryIO, Callable, Iterator, Mapping, Sequence,
-                    TypeVar)
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    BinaryIO,
+    TypeVar,
+)
 
 from lsprotocol import types
 from pygls.capabilities import get_capability

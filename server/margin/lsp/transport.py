@@ -11,7 +11,8 @@ import json
 import logging
 import re
 import threading
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from pygls.exceptions import JsonRpcException
 

@@ -6,7 +6,8 @@ rest, and lsp/methods.py names each method's models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel

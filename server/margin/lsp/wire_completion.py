@@ -13,7 +13,6 @@ from margin.lsp.wire import RangeModel, _Wire
 from margin.services.completion import CompletionRequest
 
 
-
 class _Standard(_Wire):
     model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
 

@@ -15,7 +15,6 @@ from margin.lsp.wire import BudgetModel, DocumentModel, PositionModel, RangeMode
 from margin.services.editops import ApplyRequest
 from margin.services.selection_edit import SelectionEditRequest
 
-
 # --- edit-ops --------------------------------------------------------------------------------
 
 class OpModel(_Wire):
@@ -118,7 +117,7 @@ class SelectionEditData(_Wire):
     """the document's sha256 when the action was offered"""
     instruction: str = ""
     """what to ask of the model"""
-    diagnostics: list[DiagnosticModel] = []
+    diagnostics: list[DiagnosticModel] = []  # noqa: RUF012 - pydantic copies a field's default
     """for `fix`: the problems to fix"""
 
     def core(self) -> SelectionEditRequest:

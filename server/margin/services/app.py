@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any
 
 from margin import deferred
 from margin.core.vfs import VirtualFileStore

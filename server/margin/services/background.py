@@ -20,7 +20,8 @@ import contextlib
 import logging
 import threading
 import time
-from typing import AsyncIterator, Awaitable, Callable, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 

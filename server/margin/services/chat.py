@@ -13,11 +13,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from margin.core import pointers
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, texts_to_count
+from margin.core.assemble import (
+    ChatAssembly,
+    ChatInput,
+    FileRef,
+    assemble_chat,
+    counted,
+    texts_to_count,
+)
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
@@ -25,15 +33,21 @@ from margin.core.threads import Message, NewMessage, Thread
 from margin.core.tokens.counter import TokenCounter
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
+from margin.services.background import REQUEST
+from margin.services.chat_tools import (
+    Recalls,
+    ToolsRefused,
+    answer_calls,
+    refuses_tools,
+    stream_round,
+)
 from margin.services.errors import Busy, RequestError
 from margin.services.gather import Job, gather
 from margin.services.instructions import InstructionFiles
 from margin.services.memories import MemoriesService
-from margin.services.retrieval import Retrieval
 from margin.services.profile import Profile, resolve_profile, snapshot
-from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
+from margin.services.retrieval import Retrieval
 from margin.services.structured import fit_prompt, framing_tokens
-from margin.services.background import REQUEST
 from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
 

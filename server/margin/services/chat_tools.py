@@ -13,12 +13,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from margin.core import pointers, recall_tool
 from margin.core.budget import BudgetReport, Dropped, SectionReport
-from margin.core.llm import BackendHTTPError, ChatMessage, ContextTooLarge, ToolCall, ToolCalls, Usage
+from margin.core.llm import (
+    BackendHTTPError,
+    ChatMessage,
+    ContextTooLarge,
+    ToolCall,
+    ToolCalls,
+    Usage,
+)
 from margin.core.recall_tool import Answer
 from margin.core.threads import Message
 from margin.core.tokens.counter import TokenCounter

@@ -14,6 +14,7 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from margin.core.budget import BudgetReport
 from margin.core.editops import (
     Anchor,
     ApplyPlan,
@@ -24,13 +25,12 @@ from margin.core.editops import (
     plan_apply,
     resolve,
 )
-from margin.core.budget import BudgetReport
 from margin.core.vfs import PositionEncoding, VirtualFile
-from margin.core.where import Where
+from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.chat import Ask, ChatService, Prepared
-from margin.services.errors import RequestError
 from margin.services.chat_tools import ToolsRefused
+from margin.services.errors import RequestError
 from margin.services.profile import resolve_profile, snapshot
 from margin.services.structured import AnswerFailed, ask_json
 
@@ -105,7 +105,7 @@ def _anchored(request: ApplyRequest) -> Where:
 class ApplyRequest:
     ops: list[EditOp]
     base_fingerprints: dict[str, str]
-    where: Where = Where()
+    where: Where = NOWHERE
     """the selection and cursor `selection` and `cursor` ops were proposed for"""
 
 

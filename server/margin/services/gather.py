@@ -3,8 +3,9 @@ gatherer per source, by source name. A source with no gatherer is given its defa
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from margin.core import pointers, recall_tool
 from margin.core.sources import registry

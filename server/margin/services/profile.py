@@ -6,8 +6,9 @@ another. The next request sees the new settings."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from margin.core import pointers
 from margin.core.llm import ChatMessage, ChatRequest, LLMProvider

@@ -24,18 +24,19 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any
 from urllib.parse import quote
 
 from margin import logs
 from margin.core.assemble import FileRef
 from margin.core.git_history import GitHistory
 from margin.core.index_store import IndexStore, NoStoredIndex, Pause, WorkspaceIndex
-from margin.core.retrieval import Hit, History, Signals
+from margin.core.languages import language_of
+from margin.core.retrieval import History, Hit, Signals
 from margin.core.vfs import VirtualFile, fingerprint
 from margin.core.workspace_files import FolderFiles, read_for_index
-from margin.core.languages import language_of
 from margin.services.app import MarginApp
 from margin.services.workspace import path_of
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
@@ -27,9 +28,9 @@ from margin.core.selection_edit import (
     assemble_edit,
     edit_region,
     find_instruction,
-    fixed_texts,
     fit_replacement,
     fix_instruction,
+    fixed_texts,
 )
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp

@@ -7,8 +7,8 @@ change (docs/security.md)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import platformdirs
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from margin.core.budget import Plan
 from margin.core.answer_schema import answer_schema
+from margin.core.budget import Plan
 from margin.core.editops import ReplyRejected, parse_answer
 from margin.core.llm import BackendHTTPError, ChatMessage, ContextTooLarge, ProviderError
 from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter

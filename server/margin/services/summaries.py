@@ -17,13 +17,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from margin.core import pointers
 from margin.core.assemble import PER_MESSAGE_OVERHEAD, current_turn
 from margin.core.llm import ChatMessage, ChatRequest, ProviderError, joined
-from margin.core.summary import FOLD_TRIGGER, Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
+from margin.core.summary import (
+    FOLD_TRIGGER,
+    Fold,
+    Summary,
+    latest_summary,
+    plan_fold,
+    request_text,
+    summary_tokens,
+)
 from margin.core.threads import FILE_CONTEXT, Message
 from margin.services.app import MarginApp
 from margin.services.profile import Profile, resolve_profile
@@ -71,7 +80,7 @@ class Summaries:
         try:
             profile = await resolve_profile(self.app, PROFILE)
             template = self.app.templates.load(TEMPLATE)
-        except Exception as error:  # a template or backend that cannot be used: try after the next turn
+        except Exception as error:  # noqa: BLE001 - a template or backend that cannot be used: try after the next turn
             log.info("summary skipped thread=%s error=%s", thread_id, type(error).__name__)
             return None
         history = await self.threads.timeline(thread_id)

@@ -4,8 +4,8 @@ never reach into the store."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from margin.core import pointers
 from margin.core.pointers import Recalled

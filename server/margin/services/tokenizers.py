@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from margin.core.tokens.assets import AssetError
 from margin.core.tokens.choice import TokenizerChoice

@@ -4,7 +4,7 @@ cut after the snippets and before the files, the least severe first."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from margin.core.budget import Item, Section, SectionResult
 from margin.core.sources.base import PER_MESSAGE_OVERHEAD, Draft, Part, Source

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 
 from margin.core.assemble import ChatInput, FileRef, assemble_chat, merge_roles
+from margin.core.file_block import parse_file_blocks
 from margin.core.llm import ChatMessage
 from margin.core.sources.message import Newest
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 from margin.core.tokens.counter import heuristic_count
-from margin.core.file_block import parse_file_blocks
 from margin.core.vfs import VirtualFile, fingerprint
 
 _ids = itertools.count(1)

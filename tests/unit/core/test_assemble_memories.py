@@ -12,10 +12,10 @@ from margin.core.assemble import FileRef, assemble_chat
 from margin.core.instructions import InstructionFile
 from margin.core.sources.instructions import Rules
 from margin.core.sources.snippets import Snippets
+from margin.core.threads import NewMessage
 from margin.core.tokens.counter import heuristic_count
 from margin.core.vfs import VirtualFile
 from tests.unit.core.test_assemble import Thread, chat_input, contexts_in, ref, stored
-from margin.core.threads import NewMessage
 
 WINDOW, OUTPUT = 8000, 500
 

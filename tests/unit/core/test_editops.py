@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -110,7 +112,7 @@ def test_rebase_is_exact_or_refuses(case):
     # either order gives one text, and the rebased ops give exactly that text.
     combined = sorted(user + ops, key=lambda e: (e.start, e.end, e.op))
     assume(all(a.end < b.start or (a.end == b.start and a.start < a.end and b.start < b.end)
-               for a, b in zip(combined, combined[1:])))
+               for a, b in itertools.pairwise(combined)))
     assert apply_edits(current, moved) == apply_edits(base, combined)
 
 

@@ -49,7 +49,7 @@ def test_a_block_parses_back_to_exactly_the_file_and_nothing_after_it_is_inside(
     shown = render_file(file_id, language, fingerprint(content), content)
     prompt = "Look at this file.\n\n" + shown + "\n\nAFTER-THE-BLOCK " + after.replace("\r", "")
 
-    (block, *rest) = parse_file_blocks(prompt)
+    (block, *_rest) = parse_file_blocks(prompt)
     assert block.text == content
     assert prompt[block.end:].startswith("\n\nAFTER-THE-BLOCK ")
     assert block.fingerprint == fingerprint(content)[: len("sha256:") + 8]
@@ -91,13 +91,13 @@ def test_a_stored_json_envelope_is_rendered_as_a_block():
 def test_a_file_block_costs_within_three_percent_of_the_raw_codes_tokens():
     """The target, on whole real modules (the benchmark measures httpx's 60 files: 1.010x)."""
     import argparse
-    import inspect
-    import json as json_module
-    import textwrap
-    import pathlib
     import dataclasses
     import functools
+    import inspect
+    import json as json_module
+    import pathlib
     import shutil as shutil_module
+    import textwrap
 
     from margin.core.tokens.local import tiktoken_counter
 

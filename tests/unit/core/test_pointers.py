@@ -144,7 +144,7 @@ def test_masking_moves_in_batches_and_keeps_the_hot_window_whole():
             else:
                 moves.append(n)
         previous = (line, result)
-    assert len(moves) >= 3 and all(b - a == pointers.MASK_BATCH for a, b in zip(moves, moves[1:]))
+    assert len(moves) >= 3 and all(b - a == pointers.MASK_BATCH for a, b in itertools.pairwise(moves))
 
 
 def test_masking_goes_further_before_any_turn_is_dropped():

@@ -248,7 +248,7 @@ def test_open_documents_pass_to_the_handlers_without_a_copy_in_pygls():
                                                             "version": 1, "text": "x = 1\n"}}}))
     assert opened == ["file:///a.py"]
     with pytest.raises(RuntimeError):  # pygls' workspace was never made, let alone given the document
-        protocol.workspace
+        _ = protocol.workspace
 
 
 def test_has_feature_sees_registered_handlers_only():

@@ -14,7 +14,7 @@ KEYS = ("id", "method")
 
 def test_the_outer_id_is_found_past_nesting_no_parser_can_read():
     deep = "[" * 100_000 + "]" * 100_000
-    body = '{"jsonrpc":"2.0","method":"margin/chat","params":{"id":7,"x":%s},"id":"r-1"}' % deep
+    body = f'{{"jsonrpc":"2.0","method":"margin/chat","params":{{"id":7,"x":{deep}}},"id":"r-1"}}'
     assert top_level(body.encode(), KEYS) == {"method": "margin/chat", "id": "r-1"}
 
 

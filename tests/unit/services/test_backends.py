@@ -12,7 +12,7 @@ from margin.core.settings import PROFILES, Source, resolve
 from margin.services.backends import Backends
 from margin.services.diagnosis import diagnose
 from margin.services.tokenizers import Tokenizers
-from margin.wiring import make_server_counter, make_provider
+from margin.wiring import make_provider, make_server_counter
 from tests.conftest import until
 from tests.fakes.fake_openai import FakeBackend, hang
 

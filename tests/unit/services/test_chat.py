@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from margin.adapters.http_errors import error_from_body
-from margin.core.llm import BackendTimeout, MalformedStream
 from margin.core.file_block import FileBlock, parse_file_blocks
+from margin.core.llm import BackendTimeout, MalformedStream
 from margin.core.threads import FILE_CONTEXT
 from margin.core.vfs import Position, Range, TextChange
 from margin.core.where import Where

@@ -41,19 +41,19 @@ from tests.fuzz_answers import (
     OUTSIDE,
     A,
     B,
+    answer_text,
     check_suggestion,
     document,
     edit_ops_answer,
     examples,
-    inside_crlf,
-    utf16_position,
     expected_ops,
     expected_replacement,
     hole_answer,
+    inside_crlf,
     raw_completion,
     selection_answer,
     sha,
-    answer_text,
+    utf16_position,
 )
 
 EXAMPLES = examples(300)
@@ -149,7 +149,7 @@ async def _edit_ops(h: Harness, texts, names, selection, cursor, reply, how, fin
     assert provider.pending == 0 and len(provider.requests) == asked + 1
     # The files the model was shown, by their headers in the prompt (a file the budget left out
     # is not shown, and ops on it must be refused).
-    headers = set(re.findall(r"^File (\S+) \(", "\n".join(m.content for m in provider.requests[-1].messages), re.M))
+    headers = set(re.findall(r"^File (\S+) \(", "\n".join(m.content for m in provider.requests[-1].messages), re.MULTILINE))
     shown = {uri: name for uri, name in names.items() if name in headers}
     expected = expected_ops(reply, finish, {uri: texts[uri] for uri in shown}, shown, selection, anchor, A)
     after = await services.app.storage.run(lambda s: s.messages(thread))

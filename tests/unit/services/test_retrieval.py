@@ -144,8 +144,8 @@ async def test_a_folder_not_to_index_is_told_once_and_never_scanned(apps):
     retrieval.app.tell_user = told.append
     assert await snippets(retrieval, "invoice total") == []
     assert await snippets(retrieval, "invoice total") == []
-    assert told == ["Margin does not index /ws for workspace snippets: it is your home folder. Open a project's "
-                    "folder instead; chat and edits work as usual, without snippets."]
+    assert told == [("Margin does not index /ws for workspace snippets: it is your home folder. Open a project's "
+                    "folder instead; chat and edits work as usual, without snippets.")]
     assert ws.files.reads == [] and not retrieval.app.background
 
 

@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict
 from margin.core.answer_schema import answer_schema
 from margin.core.completion.prompt import CompletionPrompt, Snippet
 from margin.core.editops import parse_answer
-from margin.core.fim import FimRequest, FimRoute, Sampling
 from margin.core.file_block import fence, file_header
+from margin.core.fim import FimRequest, FimRoute, Sampling
 from margin.core.llm import ChatMessage
 
 Route = Literal[FimRoute, "chat"]
@@ -247,7 +247,7 @@ HOLE_SYSTEM = (
 """The chat route's system text as the shipped template `completion_v1` renders it."""
 
 
-_FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:^[ \t]*```|\Z)", re.DOTALL | re.MULTILINE)
 
 
 def parse_fenced_answer(content: str) -> str:
@@ -256,7 +256,7 @@ def parse_fenced_answer(content: str) -> str:
     found = _FENCED.search(content)
     if found:
         code = found.group(1)
-        return code[:-1] if code.endswith("\n") else code
+        return code.removesuffix("\n")
     return content.strip("\n")
 
 

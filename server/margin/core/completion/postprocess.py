@@ -13,9 +13,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from margin.core.completion.code_shape import (CLOSERS, Brackets, IndentStyle, anchor, closes_block, detect_indent,
-                                               detect_indent_cached, indent_of, line_width, misfit, only_closers,
-                                               opens_block, reindent, reopens_block, state_at, width)
+from margin.core.completion.code_shape import (
+    CLOSERS,
+    Brackets,
+    IndentStyle,
+    anchor,
+    closes_block,
+    detect_indent,
+    detect_indent_cached,
+    indent_of,
+    line_width,
+    misfit,
+    only_closers,
+    opens_block,
+    reindent,
+    reopens_block,
+    state_at,
+    width,
+)
 from margin.core.llm import joined
 
 MAX_LINES = 16
@@ -40,9 +55,9 @@ KNOWN_TOKENS = END_TOKENS + (
     "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>")
 """Special tokens stripped whatever the family; `[SUFFIX]`, `<PRE>` and the like can be code,
 so they count only when the context names them."""
-_END_LIKE = re.compile(r"endof|end_of|eot|eos\b|file_sep|fim_pad|im_end|</s>", re.I)
+_END_LIKE = re.compile(r"endof|end_of|eot|eos\b|file_sep|fim_pad|im_end|</s>", re.IGNORECASE)
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-_FENCE = re.compile(r"^[ \t]*```", re.M)
+_FENCE = re.compile(r"^[ \t]*```", re.MULTILINE)
 _LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
 _STATEMENT = re.compile(
     r"[ \t]*(?:(?:async )?def|class|import|from|fn|pub|func|function|export|const|let|var|type|struct|"
@@ -185,7 +200,7 @@ def _strip_thinking(text: str) -> str:
         if close < 0:
             return ""
         text = _LEADING_BLANK_LINES.sub("", body[close + len(_THINK_CLOSE):])
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL)
     opened = text.find(_THINK_OPEN)
     text = text if opened < 0 else text[:opened]
     close = text.rfind(_THINK_CLOSE)  # one more close with no opening: what comes before it was thought too

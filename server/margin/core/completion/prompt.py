@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import accumulate
-from typing import Callable, Literal
+from typing import Literal
 
 from margin.core.budget import Item, Plan, Section, Trimmed, plan, safety_margin
 from margin.core.tokens.cuts import LineCuts

@@ -49,9 +49,29 @@ and the recency half-life (30–300 commits) measured as noise (±0.01) and stay
 
 from margin.core.retrieval.index import RetrievalIndex
 from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FileScore, Hit, Weights
-from margin.core.retrieval.signals import GIT_LOG_ARGS, Commit, History, HistoryWeights, Signals, parse_git_log
+from margin.core.retrieval.signals import (
+           GIT_LOG_ARGS,
+           Commit,
+           History,
+           HistoryWeights,
+           Signals,
+           parse_git_log,
+)
 from margin.core.retrieval.terms import path_terms, split_identifier, text_terms
 
-__all__ = ["RetrievalIndex", "Hit", "FileScore", "Weights", "DEFAULT_WEIGHTS", "Signals", "History",
-           "HistoryWeights", "Commit", "parse_git_log", "GIT_LOG_ARGS", "split_identifier",
-           "text_terms", "path_terms"]
+__all__ = [
+           "DEFAULT_WEIGHTS",
+           "GIT_LOG_ARGS",
+           "Commit",
+           "FileScore",
+           "History",
+           "HistoryWeights",
+           "Hit",
+           "RetrievalIndex",
+           "Signals",
+           "Weights",
+           "parse_git_log",
+           "path_terms",
+           "split_identifier",
+           "text_terms",
+]

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 
 
 class Field:
     """BM25 over documents given as term counts. `score` returns only documents that contain at
     least one query term."""
 
-    __slots__ = ("postings", "lengths", "total_length", "k1", "b")
+    __slots__ = ("b", "k1", "lengths", "postings", "total_length")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.postings: dict[str, dict[Hashable, int]] = {}

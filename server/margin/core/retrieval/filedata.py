@@ -17,7 +17,7 @@ import base64
 import sys
 from array import array
 from bisect import bisect_left
-from typing import Mapping
+from collections.abc import Mapping
 
 from margin.core.retrieval.terms import line_terms
 
@@ -26,7 +26,7 @@ FORMAT = 2
 
 
 class FileData:
-    __slots__ = ("fingerprint", "lines", "doc", "terms", "counts", "positions")
+    __slots__ = ("counts", "doc", "fingerprint", "lines", "positions", "terms")
 
     def __init__(self, fingerprint: str, lines: int, terms: str, counts: array, positions: array) -> None:
         self.fingerprint = fingerprint

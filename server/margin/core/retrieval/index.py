@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections import Counter
-from typing import Collection, Mapping
+from collections.abc import Collection, Mapping
 
 from margin.core.retrieval import filedata
 from margin.core.retrieval.bm25 import Field

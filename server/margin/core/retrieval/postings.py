@@ -15,7 +15,7 @@ import heapq
 import math
 from array import array
 from bisect import bisect_left
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _TF = (1 << 32) - 1
 _SCAN = 16
@@ -34,7 +34,7 @@ class Postings:
     """BM25 over documents numbered 0, 1, …; `score` returns only documents that contain at
     least one query term. Same semantics as `bm25.Field` (see there for the pruning)."""
 
-    __slots__ = ("postings", "lengths", "count", "total_length", "k1", "b")
+    __slots__ = ("b", "count", "k1", "lengths", "postings", "total_length")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.postings: dict[str, int | array] = {}

@@ -44,7 +44,7 @@ class Weights:
     co-change with the files the user has open or edited."""
     feedback_files: int = 3
 
-    def but(self, **changes: float) -> "Weights":
+    def but(self, **changes: float) -> Weights:
         return replace(self, **changes)
 
 

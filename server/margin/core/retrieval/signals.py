@@ -28,8 +28,8 @@ Inputs, all obtainable in the server:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Sequence
 
 from margin.core.retrieval.bm25 import Field
 from margin.core.retrieval.terms import text_terms

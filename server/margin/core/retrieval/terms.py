@@ -17,14 +17,7 @@ from functools import lru_cache
 WORD = re.compile(r"[A-Za-z0-9_]+")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
-STOPWORDS = frozenset("""
-a an and are as at be been but by can could did do does doing done for from had has have
-how i if in into is it its just may me more most my no not of on or our should so some such
-than that the their them then there these they this those to too was we were what when where
-which while who why will with would you your also only any each other same very all both
-def class return import none true false self cls pass elif else try except finally raise
-while yield lambda async await global nonlocal del assert with as is not or and in for
-""".split())
+STOPWORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "may", "me", "more", "most", "my", "no", "not", "of", "on", "or", "our", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you", "your", "also", "only", "any", "each", "other", "same", "very", "all", "both", "def", "class", "return", "import", "none", "true", "false", "self", "cls", "pass", "elif", "else", "try", "except", "finally", "raise", "while", "yield", "lambda", "async", "await", "global", "nonlocal", "del", "assert", "with", "as", "is", "not", "or", "and", "in", "for"])
 
 
 _WORD_CACHE = 1 << 14
@@ -54,10 +47,9 @@ def split_identifier(word: str) -> tuple[str, ...]:
     for chunk in word.split("_"):
         if not chunk:
             continue
-        if chunk.islower() or chunk.isdigit():
-            if chunk.isalpha() or chunk.isdigit():
-                parts.append(stem(chunk))
-                continue
+        if (chunk.islower() or chunk.isdigit()) and (chunk.isalpha() or chunk.isdigit()):
+            parts.append(stem(chunk))
+            continue
         parts.extend(stem(p.lower()) for p in _PARTS.findall(chunk))
     return tuple(parts)
 

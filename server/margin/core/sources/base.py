@@ -14,8 +14,9 @@ others left unused.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from margin.core.budget import Item, Plan, Section, SectionResult
 from margin.core.file_block import render_file

@@ -5,7 +5,7 @@ files edited most recently, the other open files; the lowest is cut first, after
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from margin.core.budget import Section, SectionResult
 from margin.core.sources.base import Draft, FileRef, Part, Source, items_of, sent_parts

@@ -3,8 +3,8 @@ after the template's text; their own cap, applied when they are gathered, is wha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from margin.core import instructions as rules
 from margin.core.budget import Section, SectionResult

@@ -4,7 +4,7 @@ so it goes last)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from margin.core.budget import Item, Section, SectionResult
 from margin.core.sources.base import SYSTEM, Draft, Part, Source

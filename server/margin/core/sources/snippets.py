@@ -7,11 +7,20 @@ files."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from margin.core.budget import Item, Section, SectionResult
-from margin.core.sources.base import FILL, HISTORY, Draft, FileRef, Part, Source, items_of, sent_parts
+from margin.core.sources.base import (
+    FILL,
+    HISTORY,
+    Draft,
+    FileRef,
+    Part,
+    Source,
+    items_of,
+    sent_parts,
+)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ never cut; its optional fragments close it and are the last thing cut (SPEC D, E
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from margin.core.budget import Item, Section, SectionResult
 from margin.core.sources.base import PER_MESSAGE_OVERHEAD, SYSTEM, Draft, Part, Source

@@ -12,13 +12,24 @@ The pointers' legend joins the system prompt exactly when a pointer is shown.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from margin.core import pointers
 from margin.core.budget import Item, Plan, Section, SectionResult
-from margin.core.sources.base import (AFTER_THREAD, CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, THREAD,
-                                      Draft, Part, Sent, Source)
+from margin.core.sources.base import (
+    AFTER_THREAD,
+    CONTEXT_ROLE,
+    HISTORY,
+    PER_MESSAGE_OVERHEAD,
+    SYSTEM,
+    THREAD,
+    Draft,
+    Part,
+    Sent,
+    Source,
+)
 from margin.core.threads import FILE_CONTEXT, Message
 
 

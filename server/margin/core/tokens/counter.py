@@ -11,10 +11,11 @@ is asynchronous and lives in adapters/.
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from margin.core.llm import ChatMessage
 from margin.core.tokens.bound import token_bound

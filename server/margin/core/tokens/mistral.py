@@ -20,7 +20,8 @@ nothing), and an assistant message loses its trailing spaces.
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from margin.core.llm import ChatMessage
 from margin.core.tokens.counter import ChatFraming

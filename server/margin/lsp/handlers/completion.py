@@ -117,7 +117,7 @@ async def completion(ls: MarginLanguageServer, params: types.CompletionParams) -
         indent = indent_of(typed)
         lines = text.split("\n")
         if len(lines) > 1:
-            lines[1:] = [line[len(indent):] if line.startswith(indent) else line for line in lines[1:]]
+            lines[1:] = [line.removeprefix(indent) for line in lines[1:]]
             item.insert_text_mode = types.InsertTextMode.AdjustIndentation
         text = _snippet("\n".join(lines))
         item.insert_text_format = types.InsertTextFormat.Snippet

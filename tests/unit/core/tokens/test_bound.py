@@ -76,7 +76,7 @@ def brute_force_split_bound(data: bytes, table: frozenset[bytes], join_check: in
                 pieces.append(data[start:i])
                 start = i
         pieces.append(data[start:])
-        if all(len(a + b) > join_check or a + b not in table for a, b in zip(pieces, pieces[1:])):
+        if all(len(a + b) > join_check or a + b not in table for a, b in itertools.pairwise(pieces)):
             best = max(best, len(pieces))
     return best
 
