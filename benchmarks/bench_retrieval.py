@@ -48,14 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from margin.core.retrieval import (
-    GIT_LOG_ARGS,
-    Commit,
-    History,
-    RetrievalIndex,
-    Signals,
-    parse_git_log,
-)
+from margin.core.retrieval import GIT_LOG_ARGS, Commit, History, RetrievalIndex, Signals, parse_git_log
 from timing import finish, interleaved, verdict
 
 QUERY_MS, UPDATE_MS, RELOAD_RATIO, INDEX_MB, STORE_MB = 20.0, 50.0, 0.25, 350.0, 40.0

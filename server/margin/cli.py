@@ -220,7 +220,7 @@ async def _threads(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
         services, _ = open_services(app, [])
         workspace = None if args.all else Path.cwd().as_uri()
-        found = await services.threads.list(workspace)
+        found = await services.threads.list_threads(workspace)
         if not found.threads:
             print("no threads" + ("" if args.all else f" for {workspace} (--all for every workspace)"))
         for thread in found.threads:

@@ -74,7 +74,7 @@ async def _memories(args: argparse.Namespace) -> int:
         return 0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(commands: argparse._SubParsersAction) -> None:
     """The memory commands, on `margin`'s subcommands."""
     remember = commands.add_parser("remember", help="pin a fact for Margin to keep in mind in this folder")
     remember.add_argument("text", nargs="*", help="the fact (or pipe it on standard input)")

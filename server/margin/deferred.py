@@ -6,19 +6,29 @@ handlers' registrations (the advertised capabilities and commands) and a pydanti
 of the one setting they depend on (margin.core.settings_preread). Everything else — the settings
 (pydantic: resolved right after the reply, before the next message), the services, the wire
 models, convert, the adapters with httpx and aiosqlite, the tokenizers, the retrieval index — is
-named here with `module(name)`: a stand-in bound at module level that imports the module on
-first use. `warm_up()` imports all of them in a
-background thread, started right after the `initialize` reply, so the first real request finds
-them loaded rather than paying for them itself.
+imported in a `with imports():` block:
+
+    with deferred.imports():
+        from margin.lsp import convert, wire
+
+These are ordinary import statements to a type checker and a reader, but each name is bound to
+a stand-in that imports its module on first use and then puts the module itself in the
+importing module's namespace (later uses cost nothing). Only modules named in WARM_UP may be
+imported so. `warm_up()` imports all of them in a background thread, started right after the
+`initialize` reply, so the first real request finds them loaded rather than paying for them
+itself.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import importlib
 import logging
+import sys
 import threading
 import time
-from types import ModuleType
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -54,31 +64,86 @@ WARM_UP: tuple[str, ...] = (
     "margin.lsp.wire_memories",
     "margin.lsp.wire_status",
 )
-"""Imported in the background after `initialize`, in this order: every module bound with
-`module()`, and the libraries under them that cost most (tests check that each `module()` is
+"""Imported in the background after `initialize`, in this order: every module imported in an
+`imports()` block, and the libraries under them that cost most (tests check that each `module()` is
 named here, and that none of these is loaded before the `initialize` reply)."""
 
 
 class DeferredModule:
-    """A module imported on first attribute access (thread-safe: the import system's locks)."""
+    """A module imported on first attribute access (thread-safe: the import system's locks).
+    Once loaded, the module replaces this stand-in wherever the importing module bound it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, importer: dict[str, Any] | None = None) -> None:
         self._name = name
-        self._module: ModuleType | None = None
+        self._importer = importer
 
     def __getattr__(self, attribute: str) -> Any:
-        module = self._module
-        if module is None:
-            module = self._module = importlib.import_module(self._name)
+        module = importlib.import_module(self._name)
+        importer, self._importer = self._importer, None
+        if importer is not None:
+            for key, value in list(importer.items()):
+                if isinstance(value, DeferredModule) and value._name == self._name:
+                    importer[key] = module
         return getattr(module, attribute)
 
     def __repr__(self) -> str:
         return f"<deferred module {self._name!r}>"
 
 
-def module(name: str) -> Any:
-    """`name`, imported when first used (see WARM_UP, which should name it)."""
-    return DeferredModule(name)
+class _Names:
+    """What `from package import a, b` reads its names from in an `imports()` block."""
+
+    def __init__(self, names: Mapping[str, Any]) -> None:
+        self.__dict__.update(names)
+
+
+_state = threading.local()
+_hooked = 0
+_hook_lock = threading.Lock()
+_original_import = builtins.__import__
+
+
+def _stand_in(name: str, importer: dict[str, Any] | None) -> Any:
+    if name in sys.modules:
+        return sys.modules[name]
+    if name not in WARM_UP:
+        raise ImportError(f"{name} is imported in deferred.imports() but not named in deferred.WARM_UP")
+    return DeferredModule(name, importer)
+
+
+def _import(name: str, globals: Mapping[str, Any] | None = None, locals: Mapping[str, Any] | None = None,
+            fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
+    if not getattr(_state, "active", False):
+        return _original_import(name, globals, locals, fromlist or (), level)
+    if level != 0:
+        raise ImportError(f"deferred.imports() takes absolute imports only, not a relative one of {name}")
+    importer = globals if isinstance(globals, dict) else None
+    if fromlist:
+        return _Names({attribute: _stand_in(f"{name}.{attribute}", importer) for attribute in fromlist})
+    if "." in name:
+        raise ImportError(f"write `from {name.rpartition('.')[0]} import {name.rpartition('.')[2]}` "
+                          "in deferred.imports(), not `import {name}`")
+    return _stand_in(name, importer)
+
+
+@contextlib.contextmanager
+def imports() -> Iterator[None]:
+    """The imports in this block bind stand-ins that import their module on first use (see
+    the module's docstring). Only this thread's imports are deferred while the block runs."""
+    global _hooked
+    with _hook_lock:
+        if _hooked == 0:
+            builtins.__import__ = _import
+        _hooked += 1
+    _state.active = True
+    try:
+        yield
+    finally:
+        _state.active = False
+        with _hook_lock:
+            _hooked -= 1
+            if _hooked == 0:
+                builtins.__import__ = _original_import
 
 
 def warm_up() -> threading.Thread:

@@ -22,12 +22,8 @@ if TYPE_CHECKING:
     from margin.adapters.sqlite_store import SQLiteThreadStore
     from margin.core.tokens.choice import TokenizerChoice
 
-openai_http = deferred.module("margin.adapters.openai_http")
-llama_tokens = deferred.module("margin.adapters.llama_tokens")
-sqlite_store = deferred.module("margin.adapters.sqlite_store")
-local_files = deferred.module("margin.adapters.local_files")
-git_cli = deferred.module("margin.adapters.git_cli")
-index_file = deferred.module("margin.adapters.index_file")
+with deferred.imports():
+    from margin.adapters import git_cli, index_file, llama_tokens, local_files, openai_http, sqlite_store
 
 
 def make_provider(base_url: str, timeout_s: float, api_key: str | None,

@@ -17,15 +17,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.conftest import until
-from tests.e2e.lsp_client import (
-    UTF8_CLIENT,
-    UTF16_CLIENT,
-    cancellable,
-    change_doc,
-    margin_client,
-    open_doc,
-    request,
-)
+from tests.e2e.lsp_client import UTF8_CLIENT, UTF16_CLIENT, cancellable, change_doc, margin_client, open_doc, request
 from tests.e2e.raw_lsp import raw_client
 from tests.fakes.fake_openai import FakeBackend, hang, reply, status
 

@@ -280,7 +280,8 @@ class OpenAICompatibleProvider:
                 raise error_from_body(
                     status if isinstance(status, int) else 500, chunk, self.base_url
                 )
-            text, finish_reason, calls = "", None, ()
+            calls: tuple[ToolCallDelta, ...] = ()
+            text, finish_reason = "", None
             choices = chunk.get("choices") or []
             if choices:
                 try:

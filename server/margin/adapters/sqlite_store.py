@@ -159,7 +159,7 @@ class SQLiteThreadStore:
         log.info("thread store open journal=%s", mode[0] if mode else "?")
 
     async def _migrate(self, db: aiosqlite.Connection) -> None:
-        version = (await (await db.execute("PRAGMA user_version")).fetchone())[0]
+        ((version,),) = await (await db.execute("PRAGMA user_version")).fetchall()
         if version > len(MIGRATIONS):
             raise sqlite3.DatabaseError(
                 f"the file's schema is version {version}, newer than this Margin knows "

@@ -41,4 +41,5 @@ def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
     """`model`'s JSON schema with no titles, no class descriptions and no references (built once;
     callers only read it)."""
     schema = model.model_json_schema()
-    return _plain(schema, schema.get("$defs", {}))
+    plain: dict[str, Any] = _plain(schema, schema.get("$defs", {}))
+    return plain

@@ -36,16 +36,7 @@ from typing import Any
 from margin.core.budget import Plan, plan, safety_margin
 from margin.core.llm import ChatMessage
 from margin.core.sources import base, registry
-from margin.core.sources.base import (
-    CONTEXT_ROLE,
-    HISTORY,
-    PER_MESSAGE_OVERHEAD,
-    SYSTEM,
-    Draft,
-    FileRef,
-    Source,
-    render,
-)
+from margin.core.sources.base import CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, Source, render
 from margin.core.sources.thread import current_turn
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 

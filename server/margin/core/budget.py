@@ -137,7 +137,8 @@ class SectionResult:
     def report(self) -> SectionReport:
         items = self.dropped_items
         if self.trimmed is None and len(items) > REPORT_RUN:
-            dropped = (Dropped(f"{items[0].id} … {items[-1].id} ({len(items)} items)", self.reason),)
+            dropped: tuple[Dropped, ...] = (
+                Dropped(f"{items[0].id} … {items[-1].id} ({len(items)} items)", self.reason),)
         else:
             dropped = tuple(self.dropped)
         return SectionReport(self.name, self.tokens, len(self.kept), dropped)

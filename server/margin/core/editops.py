@@ -30,7 +30,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -292,13 +292,13 @@ class ModelReply(BaseModel):
     ops: list[ModelOp]
 
 
-def reply_json_schema() -> dict:
+def reply_json_schema() -> dict[str, Any]:
     """The JSON schema of the model's answer: sent as `response_format` and shown in the prompt,
     from the same model that validates the answer (core/answer_schema.py)."""
     return answer_schema(ModelReply)
 
 
-def json_answer_fragment(schema: dict, rules: str) -> str:
+def json_answer_fragment(schema: dict[str, Any], rules: str) -> str:
     """How to answer, for a prompt: one JSON object following `schema` (the validator's own),
     then `rules`."""
     compact = json.dumps(schema, separators=(",", ":"))

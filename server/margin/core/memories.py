@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 Scope = Literal["workspace", "global"]
 SCOPES: tuple[Scope, ...] = ("workspace", "global")
@@ -52,7 +52,7 @@ def memory_scope(scope: str) -> Scope:
     if scope not in SCOPES:
         raise InvalidMemory(f"a memory's scope is \"workspace\" (this workspace folder) or \"global\" "
                             f"(every workspace), not {scope[:40]!r}")
-    return cast(Scope, scope)
+    return scope
 
 
 def memory_workspace(scope: Scope, workspace: str) -> str:

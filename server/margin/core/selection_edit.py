@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -118,7 +119,7 @@ class SelectionReply(BaseModel):
     replacement: str
 
 
-def selection_reply_schema() -> dict:
+def selection_reply_schema() -> dict[str, Any]:
     return answer_schema(SelectionReply)
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from margin.core.pointers import Shown, show
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 
 SUMMARY = "thread_summary"
-SUMMARY_ROLE = "user"
+SUMMARY_ROLE: Final = "user"
 HEADER = "Summary of the conversation before turn {next} (turns {first}–{last}, written by Margin):"
 FOLD_TRIGGER = 0.8
 """A summary is made after a turn whose history took more than this share of what it could hold

@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     server = create_server(build_app())
     log.info("margin-lsp %s starting transport=%s", __version__, "tcp" if args.tcp else "stdio")
     if args.tcp:
-        server.start_tcp(*args.tcp, token=token)
+        host, port = args.tcp
+        server.start_tcp(host, port, token=token)
     else:
         server.start_io(sys.stdin.buffer, sys.stdout.buffer)
     return 0

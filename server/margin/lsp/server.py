@@ -15,12 +15,7 @@ import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    BinaryIO,
-    TypeVar,
-)
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -44,11 +39,12 @@ if TYPE_CHECKING:
     from margin.services.registry import Services
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-convert = deferred.module("margin.lsp.convert")
-diagnosis = deferred.module("margin.services.diagnosis")
-registry = deferred.module("margin.services.registry")
-pydantic = deferred.module("pydantic")
-settings = deferred.module("margin.core.settings")
+with deferred.imports():
+    import pydantic
+
+    from margin.core import settings
+    from margin.lsp import convert
+    from margin.services import diagnosis, registry
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +154,7 @@ class MarginLanguageServer(LanguageServer):
                 writer.close()
                 return
             serving = True
-            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            self.protocol.set_writer(writer)
             await read_messages(stop_event, source, self.protocol, report_error)
             self.shutdown()
 

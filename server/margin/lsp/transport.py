@@ -11,7 +11,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from pygls.exceptions import JsonRpcException
@@ -25,9 +25,9 @@ _SCALAR = re.compile(r'["\-0-9]')
 
 
 class Reader(Protocol):
-    async def readline(self) -> bytes: ...
+    def readline(self) -> Awaitable[bytes]: ...
 
-    async def readexactly(self, n: int) -> bytes: ...
+    def readexactly(self, n: int) -> Awaitable[bytes]: ...
 
 
 class MessageProtocol(Protocol):

@@ -33,15 +33,13 @@ if TYPE_CHECKING:
     from margin.services.tokenizers import ServerCounterFactory, Tokenizers
 
 # Imported on first use (margin.deferred).
-backends_module = deferred.module("margin.services.backends")
-routes_module = deferred.module("margin.services.completion_routes")
-prompts = deferred.module("margin.core.prompts")
-settings_state = deferred.module("margin.core.settings_state")
-settings_file = deferred.module("margin.services.settings_file")
-thread_storage = deferred.module("margin.services.thread_storage")
-threads = deferred.module("margin.core.threads")
-tokenizers_module = deferred.module("margin.services.tokenizers")
-tokenizer_choice = deferred.module("margin.core.tokens.choice")
+with deferred.imports():
+    from margin.core import prompts, settings_state, threads
+    from margin.core.tokens import choice as tokenizer_choice
+    from margin.services import backends as backends_module
+    from margin.services import completion_routes as routes_module
+    from margin.services import settings_file, thread_storage
+    from margin.services import tokenizers as tokenizers_module
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from margin.core import pointers
-from margin.core.assemble import (
-    ChatAssembly,
-    ChatInput,
-    FileRef,
-    assemble_chat,
-    counted,
-    texts_to_count,
-)
+from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
@@ -34,13 +27,7 @@ from margin.core.tokens.counter import TokenCounter
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
-from margin.services.chat_tools import (
-    Recalls,
-    ToolsRefused,
-    answer_calls,
-    refuses_tools,
-    stream_round,
-)
+from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
 from margin.services.errors import Busy, RequestError
 from margin.services.gather import Job, gather
 from margin.services.instructions import InstructionFiles

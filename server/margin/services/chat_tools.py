@@ -19,14 +19,7 @@ from typing import Any
 
 from margin.core import pointers, recall_tool
 from margin.core.budget import BudgetReport, Dropped, SectionReport
-from margin.core.llm import (
-    BackendHTTPError,
-    ChatMessage,
-    ContextTooLarge,
-    ToolCall,
-    ToolCalls,
-    Usage,
-)
+from margin.core.llm import BackendHTTPError, ChatMessage, ContextTooLarge, ToolCall, ToolCalls, Usage
 from margin.core.recall_tool import Answer
 from margin.core.threads import Message
 from margin.core.tokens.counter import TokenCounter

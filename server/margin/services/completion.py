@@ -89,9 +89,7 @@ class ShortCounts:
         def many(texts: list[str]) -> list[int]:
             """Counts of many texts, the known ones looked up all at once."""
             found = list(map(counts.get, texts))
-            if None in found:
-                found = [n if n is not None else counted(t) for n, t in zip(found, texts)]
-            return found
+            return [n if n is not None else counted(t) for n, t in zip(found, texts)]
 
         counted.many = many  # type: ignore[attr-defined]
         return counted
@@ -236,7 +234,7 @@ class CompletionService:
         files = self.app.files
         edited = [f for f in files.recently_edited() if f.uri != file.uri]
         others = edited + [f for f in files.files() if f.uri != file.uri and f not in edited]
-        snippets = []
+        snippets: list[Snippet] = []
         for other in others:
             if len(snippets) == MAX_SNIPPETS:
                 break

@@ -15,16 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from margin.core.budget import BudgetReport
-from margin.core.editops import (
-    Anchor,
-    ApplyPlan,
-    EditOp,
-    ModelReply,
-    OffsetEdit,
-    OpsRejected,
-    plan_apply,
-    resolve,
-)
+from margin.core.editops import Anchor, ApplyPlan, EditOp, ModelReply, OffsetEdit, OpsRejected, plan_apply, resolve
 from margin.core.vfs import PositionEncoding, VirtualFile
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
@@ -227,5 +218,5 @@ class EditOpsService:
         plan = plan_apply(edits, {uri: base.text for uri, base in bases.items()}, currents)
         if plan.stale:
             return _stale(plan)
-        files = {uri: app.files.get(uri) for uri in plan.edits}  # type: ignore[misc]
-        return PreparedApply(plan, files)  # type: ignore[arg-type]
+        files = {uri: file for uri in plan.edits if (file := app.files.get(uri)) is not None}  # all open: not stale
+        return PreparedApply(plan, files)

@@ -17,22 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from margin.core import pointers
 from margin.core.assemble import PER_MESSAGE_OVERHEAD, current_turn
 from margin.core.llm import ChatMessage, ChatRequest, ProviderError, joined
-from margin.core.summary import (
-    FOLD_TRIGGER,
-    Fold,
-    Summary,
-    latest_summary,
-    plan_fold,
-    request_text,
-    summary_tokens,
-)
+from margin.core.summary import FOLD_TRIGGER, Fold, Summary, latest_summary, plan_fold, request_text, summary_tokens
 from margin.core.threads import FILE_CONTEXT, Message
 from margin.services.app import MarginApp
 from margin.services.profile import Profile, resolve_profile
@@ -122,7 +114,7 @@ class Summaries:
                  (time.perf_counter() - started) * 1000)
         return summary
 
-    async def _counts(self, profile: Profile, history: Sequence[Message]):  # type: ignore[no-untyped-def]
+    async def _counts(self, profile: Profile, history: Sequence[Message]) -> Callable[[str], int]:
         known = {m.content: m.tokens[profile.counter.name] for m in history if profile.counter.name in m.tokens}
         missing = list(dict.fromkeys(m.content for m in history if m.content not in known))
         known.update(zip(missing, await profile.counter.count_texts(missing)))

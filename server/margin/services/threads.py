@@ -101,7 +101,7 @@ class ThreadsService:
         found = self.app.files.get(uri)
         return found.fingerprint if found is not None else None
 
-    async def list(self, workspace: str | None = None) -> ThreadList:
+    async def list_threads(self, workspace: str | None = None) -> ThreadList:
         """The threads of `workspace` (every workspace's when None)."""
         storage = self.app.storage
         found = await storage.run(lambda store: store.list_threads(workspace))

@@ -8,7 +8,8 @@ from urllib.parse import unquote, urlsplit
 
 from margin import deferred
 
-request = deferred.module("urllib.request")  # url2pathname; imported on first use (margin.deferred)
+with deferred.imports():
+    from urllib import request
 
 
 class Workspace:

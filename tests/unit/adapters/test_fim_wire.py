@@ -5,25 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from margin.adapters.fim_wire import (
-    WIRES,
-    completions_body,
-    completions_reply,
-    infill_body,
-    infill_reply,
-)
+from margin.adapters.fim_wire import WIRES, completions_body, completions_reply, infill_body, infill_reply
 from margin.core.completion.formats import QWEN_CODER, fim_request
 from margin.core.fim import FimReply
 from margin.core.llm import Usage
 from margin.services.completion_routes import INFILL_PROBE
-from tests.unit.core.completion.test_formats import (
-    HELPER,
-    PREFIX,
-    RAW,
-    SUFFIX,
-    prompt_for,
-    typed_prompts,
-)
+from tests.unit.core.completion.test_formats import HELPER, PREFIX, RAW, SUFFIX, prompt_for, typed_prompts
 
 
 def ask(route, prompt=None, family=None, **limits):

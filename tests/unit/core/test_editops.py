@@ -8,16 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from margin.core.editops import (
-    Anchor,
-    EditOp,
-    OffsetEdit,
-    OpsRejected,
-    apply_edits,
-    plan_apply,
-    rebase,
-    resolve,
-)
+from margin.core.editops import Anchor, EditOp, OffsetEdit, OpsRejected, apply_edits, plan_apply, rebase, resolve
 
 A = "file:///ws/a.py"
 B = "file:///ws/b.py"

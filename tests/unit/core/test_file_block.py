@@ -10,12 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from margin.core.file_block import (
-    NO_FINAL_NEWLINE,
-    from_envelope,
-    parse_file_blocks,
-    render_file,
-)
+from margin.core.file_block import NO_FINAL_NEWLINE, from_envelope, parse_file_blocks, render_file
 from margin.core.vfs import fingerprint
 
 TRICKY_LINES = [

@@ -5,15 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin.core.instructions import (
-    HEADING,
-    InstructionFile,
-    candidates,
-    fit,
-    folders_between,
-    render,
-    section_text,
-)
+from margin.core.instructions import HEADING, InstructionFile, candidates, fit, folders_between, render, section_text
 
 
 def words(text: str) -> int:

@@ -2,12 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from margin.core.models import (
-    FALLBACK_CONTEXT_WINDOW,
-    is_reasoning_model,
-    model_family,
-    resolve_context_window,
-)
+from margin.core.models import FALLBACK_CONTEXT_WINDOW, is_reasoning_model, model_family, resolve_context_window
 from margin.core.tokens.choice import choose_tokenizer
 
 

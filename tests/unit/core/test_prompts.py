@@ -2,13 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from margin.core.prompts import (
-    DATA_GUARD,
-    TemplateError,
-    Templates,
-    parse_template,
-    shipped_prompts_dir,
-)
+from margin.core.prompts import DATA_GUARD, TemplateError, Templates, parse_template, shipped_prompts_dir
 
 
 def test_shipped_chat_template_has_the_guard_from_code():

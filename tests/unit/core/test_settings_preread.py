@@ -9,12 +9,7 @@ import itertools
 import pytest
 
 from margin.core.settings import Source
-from margin.core.settings_preread import (
-    ENV_COMPLETION_MENU,
-    INIT_COMPLETION_MENU,
-    completion_menu,
-    strict_bool,
-)
+from margin.core.settings_preread import ENV_COMPLETION_MENU, INIT_COMPLETION_MENU, completion_menu, strict_bool
 from margin.core.settings_state import SettingsState
 
 ENV_VALUES = [None, "true", "FALSE", "1", "0", "yes", "Off", "t", "n", "", " true", "maybe", "2"]

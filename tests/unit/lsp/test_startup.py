@@ -7,6 +7,8 @@ by what is imported, never by a time, so the check cannot flake on a loaded mach
 from __future__ import annotations
 
 import ast
+import builtins
+import importlib
 import json
 import subprocess
 import sys
@@ -112,19 +114,64 @@ def test_the_completion_menu_setting_is_read_for_the_reply_without_pydantic(tmp_
     assert {"pydantic", "margin.core.settings"} & set(seen["at_reply"]) == set()
 
 
+def deferred_imports(tree: ast.AST) -> set[str]:
+    """The modules imported in `with deferred.imports():` blocks."""
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(
+                isinstance(item.context_expr, ast.Call) and ast.unparse(item.context_expr.func) == "deferred.imports"
+                for item in node.items):
+            for statement in node.body:
+                if isinstance(statement, ast.Import):
+                    named |= {alias.name for alias in statement.names}
+                elif isinstance(statement, ast.ImportFrom):
+                    named |= {f"{statement.module}.{alias.name}" for alias in statement.names}
+    return named
+
+
 def test_every_deferred_module_is_warmed_up():
-    """`deferred.module(name)` anywhere in the server names a module in deferred.WARM_UP, so the
-    first request that uses it finds it loaded: one place says what loads later."""
+    """A module imported in `deferred.imports()` anywhere in the server is named in
+    deferred.WARM_UP, so the first request that uses it finds it loaded: one place says what
+    loads later."""
     named = set()
     for path in SERVER.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "module"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "deferred"):
-                named.add(node.args[0].value)  # type: ignore[attr-defined]
-    assert named, "no deferred modules found: the scan is broken"
+        named |= deferred_imports(ast.parse(path.read_text(), str(path)))
+    assert len(named) > 20, f"the scan is broken: it found only {sorted(named)}"
     assert named - set(deferred.WARM_UP) == set()
 
 
-def test_a_deferred_module_loads_on_first_use():
-    proxy = deferred.module("json")
-    assert proxy.dumps([1]) == "[1]"
+def test_deferred_imports_bind_stand_ins_that_load_on_first_use_and_then_step_aside(tmp_path, monkeypatch):
+    package = tmp_path / "deferred_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "heavy.py").write_text("LOADED = True\ndef twice(x):\n    return 2 * x\n")
+    (package / "user.py").write_text(
+        "from margin import deferred\n"
+        "with deferred.imports():\n"
+        "    import json\n"
+        "    from deferred_pkg import heavy\n"
+        "    from deferred_pkg import heavy as also_heavy\n"
+        "def use():\n"
+        "    return heavy.twice(21)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(deferred, "WARM_UP", (*deferred.WARM_UP, "deferred_pkg.heavy"))
+    user = importlib.import_module("deferred_pkg.user")
+    try:
+        assert "deferred_pkg.heavy" not in sys.modules  # bound, not loaded
+        assert isinstance(user.heavy, deferred.DeferredModule)
+        assert user.json is sys.modules["json"]  # already loaded: the module itself
+        assert user.use() == 42  # first use loads it ...
+        assert user.heavy is sys.modules["deferred_pkg.heavy"]  # ... and it replaces its stand-ins
+        assert user.also_heavy is user.heavy
+        assert builtins.__import__ is deferred._original_import  # the hook is gone after the block
+    finally:
+        for name in ("deferred_pkg.user", "deferred_pkg.heavy", "deferred_pkg"):
+            sys.modules.pop(name, None)
+
+
+def test_a_deferred_import_of_a_module_not_warmed_up_is_refused():
+    with pytest.raises(ImportError, match="not named in deferred.WARM_UP"), deferred.imports():
+        from margin.core import not_a_warmed_up_module  # noqa: F401
+    with pytest.raises(ImportError, match="from urllib import request"), deferred.imports():
+        import urllib.request  # noqa: F401
+    assert builtins.__import__ is deferred._original_import

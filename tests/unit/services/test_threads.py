@@ -117,16 +117,16 @@ async def test_new_thread_becomes_canonical_and_list_and_delete_work(services, p
     assert [m.content for m in (await services.threads.history(Where(A))).messages] == [
         "in the second thread", "ok"]
 
-    listed = await services.threads.list(WS)
+    listed = await services.threads.list_threads(WS)
     assert {t.id for t in listed.threads} == {first.id, second.id}
     assert listed.threads[0].id == second.id  # newest activity first
     assert listed.persistent and listed.problem is None
-    assert (await services.threads.list("file:///other")).threads == []
-    assert {t.id for t in (await services.threads.list()).threads} == {first.id, second.id}
+    assert (await services.threads.list_threads("file:///other")).threads == []
+    assert {t.id for t in (await services.threads.list_threads()).threads} == {first.id, second.id}
 
     assert await services.threads.delete(second.id) is True
     assert await services.threads.delete(second.id) is False  # already gone
-    assert [t.id for t in (await services.threads.list(WS)).threads] == [first.id]
+    assert [t.id for t in (await services.threads.list_threads(WS)).threads] == [first.id]
     assert (await services.threads.thread_for(Where(A))).id == first.id  # the older one again
 
 
@@ -142,7 +142,7 @@ async def test_a_thread_that_does_not_exist_is_not_found_by_name(services, provi
         await services.chat.chat(Ask("hi", Where(A, thread_id="no-such-thread")))
     assert isinstance(failed.value, RequestError)
     assert provider.requests == []  # nothing was sent
-    assert not any(t.id == "no-such-thread" for t in (await services.threads.list()).threads)
+    assert not any(t.id == "no-such-thread" for t in (await services.threads.list_threads()).threads)
 
 
 async def test_the_list_says_when_threads_are_not_being_saved(tmp_path):
@@ -150,7 +150,7 @@ async def test_the_list_says_when_threads_are_not_being_saved(tmp_path):
     path.write_bytes(b"not sqlite" * 500)
     services = fake_services(tmp_path, FakeProvider(), MARGIN_DATABASE=str(path))
     await services.chat.chat(Ask("hi", Where(A)))
-    listed = await services.threads.list(WS)
+    listed = await services.threads.list_threads(WS)
     assert len(listed.threads) == 1 and not listed.persistent
     assert listed.problem and str(path) in listed.problem
     await close(services)

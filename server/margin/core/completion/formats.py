@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -260,7 +260,7 @@ def parse_fenced_answer(content: str) -> str:
     return content.strip("\n")
 
 
-def hole_response_format() -> dict:
+def hole_response_format() -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": HOLE_SCHEMA_NAME,
                                                    "schema": answer_schema(HoleAnswer)}}
 

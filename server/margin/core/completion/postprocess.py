@@ -11,26 +11,11 @@ doubled. Nothing useful left (empty, whitespace, or only what is already there):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from margin.core.completion.code_shape import (
-    CLOSERS,
-    Brackets,
-    IndentStyle,
-    anchor,
-    closes_block,
-    detect_indent,
-    detect_indent_cached,
-    indent_of,
-    line_width,
-    misfit,
-    only_closers,
-    opens_block,
-    reindent,
-    reopens_block,
-    state_at,
-    width,
-)
+from margin.core.completion import code_shape as shape
+from margin.core.completion.code_shape import line_width, only_closers, width
 from margin.core.llm import joined
 
 MAX_LINES = 16
@@ -99,14 +84,14 @@ class _Cursor:
     rest: str           # the cursor's line after the cursor
     above: list[str]    # whole lines before the cursor's line, the last MAX_ECHO_LINES
     next_line: str | None  # the first non-blank line after the cursor's line
-    style: IndentStyle | None
+    style: shape.IndentStyle | None
     in_fence: bool      # inside a Markdown fence of the document (a docstring's example)
     state: tuple[str, ...]  # brackets, strings, a comment open where the cursor's line starts
 
     @property
     def auto_closed(self) -> bool:
         """The cursor's line goes on with closing characters only, right after the cursor."""
-        return self.rest[:1] in CLOSERS and only_closers(self.rest)
+        return self.rest[:1] in shape.CLOSERS and only_closers(self.rest)
 
     @property
     def midline(self) -> bool:
@@ -132,7 +117,7 @@ def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     lines = _fix_first_line(lines, cursor)
     if cursor.midline:
         lines = lines[:1]
-    lines = reindent(lines, cursor.typed, cursor.prev_line, cursor.language, cursor.style)
+    lines = shape.reindent(lines, cursor.typed, cursor.prev_line, cursor.language, cursor.style)
     lines = _limit_scope(lines, cursor)
     text = _trim_end("\n".join(lines), cursor)
     text, replaces = _fit(_cut_at_tokens(text, tokens), cursor)
@@ -147,14 +132,14 @@ def _cursor(context: CompletionContext) -> _Cursor:
     before = prefix.split("\n")[-CONTEXT_LINES:]
     after = suffix.split("\n", 64)
     next_line = next((line for line in after[1:64] if line.strip()), None)
-    style = detect_indent_cached("\n".join(before[-INDENT_LINES:-1])) or detect_indent("\n".join([before[-1], *after[:64]]))
+    style = shape.detect_indent_cached("\n".join(before[-INDENT_LINES:-1])) or shape.detect_indent("\n".join([before[-1], *after[:64]]))
     fences = len(_FENCE.findall("\n".join(before[:-1])))
     state: tuple[str, ...] = ()
     if after[0].strip():
         window = range(max(len(before) - SCAN_LINES, 0), len(before) - 1)
         starts = [i for i in window if _STATEMENT.match(before[i])]  # outside any string
         start = min(reversed(starts), key=lambda i: line_width(before[i]), default=window.start)
-        state = state_at("\n".join(before[start:-1]) + "\n", context.language)
+        state = shape.state_at("\n".join(before[start:-1]) + "\n", context.language)
     return _Cursor(context.language, suffix, before[-1], after[0], before[:-1][-MAX_ECHO_LINES:],
                    next_line, style, fences % 2 == 1, state)
 
@@ -278,7 +263,7 @@ def _fix_first_line(lines: list[str], cursor: _Cursor) -> list[str]:
     lines: its first line's indentation counts from the start of the line, unless the line
     above opens a block the cursor is not indented into yet)."""
     first, typed = lines[0], cursor.typed
-    lead = indent_of(first)
+    lead = shape.indent_of(first)
     if not first.strip() or not lead or not typed or cursor.midline:
         return lines  # mid-line, leading whitespace may belong with the text after the cursor
     if typed.strip():
@@ -286,7 +271,7 @@ def _fix_first_line(lines: list[str], cursor: _Cursor) -> list[str]:
     if cursor.rest.strip():
         return lines  # its indentation may lead up to the code after the cursor
     prev = cursor.prev_line or ""
-    if opens_block(prev, cursor.language) and width(typed) <= line_width(prev):
+    if shape.opens_block(prev, cursor.language) and width(typed) <= line_width(prev):
         return lines  # the block's level is not typed yet: the model's indentation adds it
     if width(lead) >= width(typed):  # the model wrote the whole line, indentation included
         return [_drop_columns(lead, width(typed)) + first.lstrip(" \t"), *lines[1:]]
@@ -312,9 +297,9 @@ def _limit_scope(lines: list[str], cursor: _Cursor) -> list[str]:
     if (next_line is not None and not cursor.typed.strip() and not cursor.rest.strip()
             and head.strip() and head.rstrip() == next_line.rstrip()):
         return [""]
-    ref, opened = anchor(cursor.typed, lines[0], cursor.prev_line, language)
+    ref, opened = shape.anchor(cursor.typed, lines[0], cursor.prev_line, language)
     limit = ref + 1 if opened else ref
-    brackets = Brackets(language)
+    brackets = shape.Brackets(language)
     brackets.feed(head + "\n")
     opened_here = brackets.depth > 0
     kept, saw_blank, last = [lines[0]], False, (line_width(head) if head.strip() else ref)
@@ -330,8 +315,8 @@ def _limit_scope(lines: list[str], cursor: _Cursor) -> list[str]:
             break
         if saw_blank and columns < last:
             break
-        if columns < limit and not (opened and columns >= ref and reopens_block(line, language)):
-            if closes_block(line, language) and _closing_allowed(line, next_line):
+        if columns < limit and not (opened and columns >= ref and shape.reopens_block(line, language)):
+            if shape.closes_block(line, language) and _closing_allowed(line, next_line):
                 kept.append(line)
             break
         kept.append(line)
@@ -351,7 +336,7 @@ def _trim_end(text: str, cursor: _Cursor) -> str:
     return text.rstrip()
 
 
-def _overlaps(text: str, suffix: str):
+def _overlaps(text: str, suffix: str) -> Iterator[int]:
     """Lengths of the tails of `text` the suffix starts with, longest first."""
     for k in range(min(len(text), len(suffix)), 0, -1):
         if text[-k:].strip() and suffix.startswith(text[-k:]):
@@ -383,7 +368,7 @@ def _misfit(text: str, replaces: int, cursor: _Cursor) -> int:
     after = "\n".join(after.split("\n", FIT_LINES)[:FIT_LINES])
     typed, state, language = cursor.typed, cursor.state, cursor.language  # typed: quotes pair
     readings = [state, state[:-1]] if state and state[-1] not in "([{" else [state]
-    return sum(misfit(s, typed + text + rest[replaces:], typed + rest, after, language)
+    return sum(shape.misfit(s, typed + text + rest[replaces:], typed + rest, after, language)
                for s in readings)  # in a docstring or comment, its text may be code too
 
 

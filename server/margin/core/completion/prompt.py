@@ -160,7 +160,7 @@ class CodeLines:
         self.count = count
         ordered = self.units[::-1] if keep == "end" else self.units
         many = getattr(count, "many", None)  # counts of many texts at once, where the caller has it
-        self.running = [0, *accumulate(many(ordered) if many is not None else map(count, ordered))]
+        self.running: list[int] = [0, *accumulate(many(ordered) if many is not None else map(count, ordered))]
         """running[n]: the n units nearest the cursor, counted one by one"""
         self.ratio = ratio
         """tokens counted whole per token counted line by line, as last seen: where a trim's

@@ -49,14 +49,7 @@ and the recency half-life (30–300 commits) measured as noise (±0.01) and stay
 
 from margin.core.retrieval.index import RetrievalIndex
 from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FileScore, Hit, Weights
-from margin.core.retrieval.signals import (
-           GIT_LOG_ARGS,
-           Commit,
-           History,
-           HistoryWeights,
-           Signals,
-           parse_git_log,
-)
+from margin.core.retrieval.signals import GIT_LOG_ARGS, Commit, History, HistoryWeights, Signals, parse_git_log
 from margin.core.retrieval.terms import path_terms, split_identifier, text_terms
 
 __all__ = [

@@ -12,17 +12,20 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Hashable, Iterable, Mapping
+from typing import Generic, TypeVar
+
+Doc = TypeVar("Doc", bound=Hashable)
 
 
-class Field:
+class Field(Generic[Doc]):
     """BM25 over documents given as term counts. `score` returns only documents that contain at
     least one query term."""
 
     __slots__ = ("b", "k1", "lengths", "postings", "total_length")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.postings: dict[str, dict[Hashable, int]] = {}
-        self.lengths: dict[Hashable, int] = {}
+        self.postings: dict[str, dict[Doc, int]] = {}
+        self.lengths: dict[Doc, int] = {}
         self.total_length = 0
         self.k1 = k1
         self.b = b
@@ -30,7 +33,7 @@ class Field:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def add(self, doc: Hashable, counts: Mapping[str, int]) -> None:
+    def add(self, doc: Doc, counts: Mapping[str, int]) -> None:
         """Index `doc` (replacing any earlier version of it)."""
         if doc in self.lengths:
             self.remove(doc, counts_hint=None)
@@ -46,7 +49,7 @@ class Field:
         self.lengths[doc] = length
         self.total_length += length
 
-    def remove(self, doc: Hashable, counts_hint: Iterable[str] | None = None) -> bool:
+    def remove(self, doc: Doc, counts_hint: Iterable[str] | None = None) -> bool:
         """Drop `doc`. `counts_hint`: its terms, if the caller knows them (else every posting
         list is searched, which is the slow path)."""
         length = self.lengths.pop(doc, None)
@@ -65,7 +68,7 @@ class Field:
         n = len(self.lengths)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
 
-    def score(self, terms: Iterable[str], pool: int | None = None) -> dict[Hashable, float]:
+    def score(self, terms: Iterable[str], pool: int | None = None) -> dict[Doc, float]:
         """BM25 (Lucene's idf, never negative) of the documents holding a query term.
 
         With `pool`, the exact scores of the best `pool` documents, cheaply: terms are taken
@@ -88,7 +91,7 @@ class Field:
                 entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
         entries.sort(key=lambda e: (-e[0], e[1]))
         remaining = sum(e[0] for e in entries)
-        out: dict[Hashable, float] = {}
+        out: dict[Doc, float] = {}
         live = out
         for idf, _, entry in entries:
             if pool is not None and live is out and len(out) >= pool:
@@ -107,9 +110,9 @@ class Field:
             else:
                 found = entry.get
                 for doc in live:
-                    tf = found(doc)
-                    if tf:
-                        live[doc] += idf * tf / (tf + a + c * lengths[doc])
+                    in_doc = found(doc)
+                    if in_doc:
+                        live[doc] += idf * in_doc / (in_doc + a + c * lengths[doc])
         if live is not out:
             out.update(live)
         return out

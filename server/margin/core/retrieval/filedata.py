@@ -18,6 +18,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Mapping
+from typing import Any
 
 from margin.core.retrieval.terms import line_terms
 
@@ -28,7 +29,7 @@ FORMAT = 2
 class FileData:
     __slots__ = ("counts", "doc", "fingerprint", "lines", "positions", "terms")
 
-    def __init__(self, fingerprint: str, lines: int, terms: str, counts: array, positions: array) -> None:
+    def __init__(self, fingerprint: str, lines: int, terms: str, counts: array[int], positions: array[int]) -> None:
         self.fingerprint = fingerprint
         self.lines = lines
         self.doc = -1
@@ -40,7 +41,7 @@ class FileData:
     def term_list(self) -> list[str]:
         return self.terms.split(" ") if self.terms else []
 
-    def line_numbers(self, names: list[str], term: str) -> array | None:
+    def line_numbers(self, names: list[str], term: str) -> array[int] | None:
         """The lines holding `term`, ascending (`names`: `term_list()`), or None."""
         i = bisect_left(names, term)
         if i == len(names) or names[i] != term:
@@ -48,7 +49,7 @@ class FileData:
         start = sum(self.counts[:i])
         return self.positions[start:start + self.counts[i]]
 
-    def export(self) -> dict:
+    def export(self) -> dict[str, Any]:
         return {"v": FORMAT, "lines": self.lines, "terms": self.terms, "tf": _encode(self.counts),
                 "at": _encode(self.positions)}
 
@@ -77,7 +78,7 @@ def from_text(text: str, fingerprint: str) -> FileData:
                     array(code, [len(lines_of[name]) for name in names]), positions)
 
 
-def load(data: Mapping, fingerprint: str) -> FileData | None:
+def load(data: Mapping[str, Any], fingerprint: str) -> FileData | None:
     """`FileData.export`'s output back, or None if it is another format version or malformed."""
     try:
         if data.get("v") != FORMAT:
@@ -94,14 +95,14 @@ def load(data: Mapping, fingerprint: str) -> FileData | None:
     return FileData(fingerprint, lines, terms, counts, positions)
 
 
-def _encode(values: array) -> str:
+def _encode(values: array[int]) -> str:
     if sys.byteorder != "little":
         values = array(values.typecode, values)
         values.byteswap()
     return base64.b64encode(values.tobytes()).decode("ascii")
 
 
-def _decode(code: str, text: str) -> array:
+def _decode(code: str, text: str) -> array[int]:
     values = array(code)
     values.frombytes(base64.b64decode(text, validate=True))
     if sys.byteorder != "little":

@@ -15,6 +15,7 @@ import heapq
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from margin.core.retrieval import filedata
 from margin.core.retrieval.bm25 import Field
@@ -40,11 +41,11 @@ class RetrievalIndex:
     def __init__(self, weights: Weights = DEFAULT_WEIGHTS) -> None:
         self.weights = weights
         self._files: dict[str, FileData] = {}
-        self._names: list[str | None] = []
-        """File id by document number (`FileData.doc`); None for a free number."""
+        self._names: list[str] = []
+        """File id by document number (`FileData.doc`); "" for a free number."""
         self._free: list[int] = []
         self._content = Postings(k1=_K1, b=0.75)
-        self._paths = Field(k1=_K1, b=0.3)
+        self._paths: Field[int] = Field(k1=_K1, b=0.3)
         """Path terms, by document number too."""
 
     # ---- maintenance -------------------------------------------------------------------------
@@ -76,16 +77,16 @@ class RetrievalIndex:
             return False
         self._content.remove(entry.doc, entry.term_list())
         self._paths.remove(entry.doc, path_terms(file_id))
-        self._names[entry.doc] = None
+        self._names[entry.doc] = ""
         self._free.append(entry.doc)
         return True
 
-    def export_file(self, file_id: str) -> dict:
+    def export_file(self, file_id: str) -> dict[str, Any]:
         """One file's indexed form, JSON-serialisable, for `import_file` to reload without
         re-reading or re-tokenising the file. Raises KeyError if the file is not indexed."""
         return self._files[file_id].export()
 
-    def import_file(self, file_id: str, fingerprint: str, data: Mapping) -> bool:
+    def import_file(self, file_id: str, fingerprint: str, data: Mapping[str, Any]) -> bool:
         """Reload `export_file`'s output. False (nothing done) if `data` is from another version
         of the format (or damaged): the caller should `put` the file instead."""
         entry = filedata.load(data, fingerprint)
@@ -100,7 +101,7 @@ class RetrievalIndex:
             entry.doc = self._free.pop()
         else:
             entry.doc = len(self._names)
-            self._names.append(None)
+            self._names.append("")
         self._files[file_id] = entry
         self._names[entry.doc] = file_id
         self._content.add(entry.doc, entry.term_list(), entry.counts)
@@ -213,7 +214,7 @@ def _query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(text_terms(query)))
 
 
-def _best(scores: dict[int, float], k: int, names: list) -> list[str]:
+def _best(scores: dict[int, float], k: int, names: list[str]) -> list[str]:
     """The `k` best documents' names, ties broken by name: the same as `heapq.nsmallest(k,
     scores, key=lambda d: (-scores[d], names[d]))`, without a key call per document."""
     if k <= 0:

@@ -24,7 +24,7 @@ many items (two per document) per live document: one bisect costs about as much 
 documents' pairs."""
 
 
-def _position(pairs: array, doc: int) -> int:
+def _position(pairs: array[int], doc: int) -> int:
     """Index in `pairs` (doc, tf, doc, tf, …) of the first document >= `doc`."""
     with memoryview(pairs) as view, view[::2] as docs:
         return 2 * bisect_left(docs, doc)
@@ -37,7 +37,7 @@ class Postings:
     __slots__ = ("b", "count", "k1", "lengths", "postings", "total_length")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.postings: dict[str, int | array] = {}
+        self.postings: dict[str, int | array[int]] = {}
         """term → `doc << 32 | tf` (one document) or `array('I', [doc, tf, doc, tf, …])`."""
         self.lengths: list[int] = []
         """Indexed by document; -1 for a number not in use."""
@@ -57,7 +57,7 @@ class Postings:
             entry = postings.get(term)
             if entry is None:
                 postings[term] = key | tf
-            elif type(entry) is int:
+            elif isinstance(entry, int):
                 other = entry >> 32
                 postings[term] = array("I", (other, entry & _TF, doc, tf) if other < doc else
                                        (doc, tf, other, entry & _TF))
@@ -80,7 +80,7 @@ class Postings:
         postings = self.postings
         for term in terms:
             entry = postings[term]
-            if type(entry) is int:
+            if isinstance(entry, int):
                 del postings[term]
             else:
                 i = _position(entry, doc)
@@ -93,7 +93,7 @@ class Postings:
 
     def df(self, term: str) -> int:
         entry = self.postings.get(term)
-        return 0 if entry is None else 1 if type(entry) is int else len(entry) // 2
+        return 0 if entry is None else 1 if isinstance(entry, int) else len(entry) // 2
 
     def idf(self, term: str) -> float:
         df = self.df(term)
@@ -110,12 +110,11 @@ class Postings:
         a = k1 * (1.0 - self.b)
         c = k1 * self.b * n / max(self.total_length, 1)
         lengths = self.lengths
-        entries = []
+        entries: list[tuple[float, str, array[int]]] = []
         for term in dict.fromkeys(terms):
-            entry = self.postings.get(term)
-            if entry is not None:
-                if type(entry) is int:
-                    entry = array("I", (entry >> 32, entry & _TF))
+            found = self.postings.get(term)
+            if found is not None:
+                entry = array("I", (found >> 32, found & _TF)) if isinstance(found, int) else found
                 df = len(entry) // 2
                 entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
         entries.sort(key=lambda e: (-e[0], e[1]))

@@ -24,6 +24,7 @@ priority weight lets co-change outvote the text.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 FACT_TYPE = 0.8
 """The seed's type priority for a fact (80 of 100)."""
@@ -44,7 +45,7 @@ class Weights:
     co-change with the files the user has open or edited."""
     feedback_files: int = 3
 
-    def but(self, **changes: float) -> Weights:
+    def but(self, **changes: Any) -> Weights:
         return replace(self, **changes)
 
 

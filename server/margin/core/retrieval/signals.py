@@ -94,12 +94,12 @@ class History:
                     subjects.setdefault(path, Counter()).update(terms)
         top = max(recency.values(), default=0.0) or 1.0
         self.recency: dict[str, float] = {p: v / top for p, v in recency.items()}
-        self.subjects = Field(k1=1.2, b=0.5)
+        self.subjects: Field[str] = Field(k1=1.2, b=0.5)
         for path, counts in subjects.items():
             self.subjects.add(path, counts)
 
     def commit_weight(self, rank: int, files: int) -> float:
-        return 0.5 ** (rank / self.weights.half_life) / files ** 0.5
+        return float(0.5 ** (rank / self.weights.half_life) / files ** 0.5)
 
     def cochange(self, files: Iterable[str]) -> dict[str, float]:
         """How much each other file changed together with `files`, at most 1."""

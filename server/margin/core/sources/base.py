@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from margin.core.budget import Item, Plan, Section, SectionResult
 from margin.core.file_block import render_file
+from margin.core.llm import Role
 from margin.core.pointers import Shown
 from margin.core.threads import Message
 from margin.core.vfs import VirtualFile
@@ -28,9 +29,9 @@ PER_MESSAGE_OVERHEAD = 10
 """Tokens a message's framing is estimated to cost (role markers, separators, the blank line
 joining merged messages: OpenAI 4, Mistral 2, Gemma ~9). The final prompt is then counted
 whole, and cut further if the estimate fell short."""
-CONTEXT_ROLE = "user"
+CONTEXT_ROLE: Final = "user"
 """File contexts are sent as the user's data (the system prompt says they are data)."""
-SYSTEM = "system"
+SYSTEM: Final = "system"
 """The role of a part that joins the system prompt."""
 HISTORY = "history"
 """The section of the thread's stored messages, where sent file contexts are retained."""
@@ -64,7 +65,7 @@ class Sent(NamedTuple):
 class Part(NamedTuple):
     """A piece of the prompt: `role` SYSTEM joins the system prompt, any other is a message."""
 
-    role: str
+    role: Role
     content: str
 
 

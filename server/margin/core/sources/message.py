@@ -25,7 +25,7 @@ class Message(Source):
 
     def section(self, draft: Draft) -> Section:
         newest: Newest = draft.input(self)
-        items = (Item("newest message", draft.count(newest.text) + PER_MESSAGE_OVERHEAD),)
+        items: tuple[Item, ...] = (Item("newest message", draft.count(newest.text) + PER_MESSAGE_OVERHEAD),)
         if newest.request:  # and the blank line before it
             items += (Item("request instructions", draft.count(newest.request) + 1),)
         return Section(self.name, items, required=True)

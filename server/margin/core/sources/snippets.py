@@ -11,16 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from margin.core.budget import Item, Section, SectionResult
-from margin.core.sources.base import (
-    FILL,
-    HISTORY,
-    Draft,
-    FileRef,
-    Part,
-    Source,
-    items_of,
-    sent_parts,
-)
+from margin.core.sources.base import FILL, HISTORY, Draft, FileRef, Part, Source, items_of, sent_parts
 
 
 @dataclass(frozen=True)

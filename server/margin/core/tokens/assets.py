@@ -86,7 +86,8 @@ def openai_encoding_args(name: str) -> dict[str, Any]:
         constructor.__defaults__,
         constructor.__closure__,
     )
-    return offline()
+    args: dict[str, Any] = offline()
+    return args
 
 
 def tekken_encoding_args(name: str) -> dict[str, Any]:

@@ -3,13 +3,18 @@ Building one reads and checks its asset (about a second): do it off the request 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from margin.core.tokens.assets import openai_encoding_args, tekken_encoding_args
 from margin.core.tokens.counter import CountCache, LocalCounter, OpenAIFraming
 from margin.core.tokens.cuts import line_cuts_for
 from margin.core.tokens.mistral import InstructVersion, MistralFraming
 
+if TYPE_CHECKING:
+    import tiktoken
 
-def _encoding(args: dict):
+
+def _encoding(args: dict[str, Any]) -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.Encoding(**args)

@@ -14,7 +14,8 @@ from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_fai
 from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-wire = deferred.module("margin.lsp.wire")
+with deferred.imports():
+    from margin.lsp import wire
 
 
 async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
@@ -79,7 +80,7 @@ async def recall(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 async def threads(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(THREADS.params_model(), params, THREADS.name)
-    found = await ls.services.threads.list(request.workspace)
+    found = await ls.services.threads.list_threads(request.workspace)
     return wire.ThreadsResult(threads=[wire.ThreadModel.of(t) for t in found.threads],
                               persistent=found.persistent).dump()
 

@@ -16,9 +16,8 @@ from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_fai
 from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-convert = deferred.module("margin.lsp.convert")
-wire = deferred.module("margin.lsp.wire")
-wire_edits = deferred.module("margin.lsp.wire_edits")
+with deferred.imports():
+    from margin.lsp import convert, wire, wire_edits
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,9 @@ async def _edit_and_apply(ls: MarginLanguageServer, request: wire_edits.Selectio
     except RequestError as error:
         return error
     failure = await ls.apply_edit(ls.workspace_edit({outcome.current.uri: outcome.current}, outcome.plan.edits))
-    return wire_edits.EditSelectionResult(applied=not failure, **({"failure_reason": failure} if failure else {}))
+    if failure:
+        return wire_edits.EditSelectionResult(applied=False, failure_reason=failure)
+    return wire_edits.EditSelectionResult(applied=True)
 
 
 def _tell_late_failure(ls: MarginLanguageServer, work: asyncio.Task[Any]) -> None:

@@ -30,10 +30,9 @@ if TYPE_CHECKING:
     from margin.services.completion import CompletionOutcome, CompletionRequest
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-convert = deferred.module("margin.lsp.convert")
-wire = deferred.module("margin.lsp.wire")
-wire_completion = deferred.module("margin.lsp.wire_completion")
-completion_service = deferred.module("margin.services.completion")
+with deferred.imports():
+    from margin.lsp import convert, wire, wire_completion
+    from margin.services import completion as completion_service
 
 log = logging.getLogger(__name__)
 

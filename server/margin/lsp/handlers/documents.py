@@ -13,7 +13,8 @@ from margin.core.vfs import SyncError
 from margin.lsp.server import MarginLanguageServer
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-convert = deferred.module("margin.lsp.convert")
+with deferred.imports():
+    from margin.lsp import convert
 
 log = logging.getLogger(__name__)
 

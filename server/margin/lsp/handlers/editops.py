@@ -14,8 +14,8 @@ from margin.lsp.methods import APPLY_OPS, APPLY_OPS_COMMAND, EDIT_OPS
 from margin.lsp.server import MarginLanguageServer, parse_params
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-wire = deferred.module("margin.lsp.wire")
-wire_edits = deferred.module("margin.lsp.wire_edits")
+with deferred.imports():
+    from margin.lsp import wire, wire_edits
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from margin.lsp.handlers.documents import watch_files
 from margin.lsp.server import MarginLanguageServer
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-settings = deferred.module("margin.core.settings")
+with deferred.imports():
+    from margin.core import settings
 
 log = logging.getLogger(__name__)
 

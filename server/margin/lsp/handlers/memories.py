@@ -10,7 +10,8 @@ from margin.lsp.methods import FORGET, MEMORIES, REMEMBER
 from margin.lsp.server import MarginLanguageServer, answering_failures, parse_params
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-wire = deferred.module("margin.lsp.wire_memories")
+with deferred.imports():
+    from margin.lsp import wire_memories as wire
 
 
 async def remember(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from margin.lsp.methods import STATUS
 from margin.lsp.server import MarginLanguageServer, parse_params
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
-wire_status = deferred.module("margin.lsp.wire_status")
-diagnosis = deferred.module("margin.services.diagnosis")
+with deferred.imports():
+    from margin.lsp import wire_status
+    from margin.services import diagnosis
 
 
 async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:

@@ -28,12 +28,7 @@ from margin.core.completion.formats import (
     sends_extra,
     snippet_text,
 )
-from margin.core.completion.prompt import (
-    CompletionInput,
-    CompletionPrompt,
-    Snippet,
-    assemble_completion,
-)
+from margin.core.completion.prompt import CompletionInput, CompletionPrompt, Snippet, assemble_completion
 from margin.core.editops import ReplyRejected
 from margin.core.tokens.local import tiktoken_counter
 

@@ -16,13 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from margin.core.completion.postprocess import (
-    KNOWN_TOKENS,
-    MAX_LINES,
-    CompletionContext,
-    Suggestion,
-    clean,
-)
+from margin.core.completion.postprocess import KNOWN_TOKENS, MAX_LINES, CompletionContext, Suggestion, clean
 
 GOLDEN = Path(__file__).parent / "golden"
 RULES = {"plain", "tokens", "think", "fence", "echo", "overlap", "next_line", "auto_close",

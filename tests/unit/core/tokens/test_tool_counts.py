@@ -8,12 +8,7 @@ import os
 
 import mistral_common
 import pytest
-from mistral_common.protocol.instruct.messages import (
-    AssistantMessage,
-    SystemMessage,
-    ToolMessage,
-    UserMessage,
-)
+from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.tool_calls import Function, FunctionCall, Tool
 from mistral_common.protocol.instruct.tool_calls import ToolCall as MistralToolCall
