@@ -27,43 +27,37 @@ from margin.core.llm import Usage
 def infill_body(request: FimRequest) -> dict[str, Any]:
     """llama.cpp's `/infill` body: a setting that is None is left out (the route probe sends
     hardly any)."""
-    body: dict[str, Any] = {"input_prefix": request.prefix, "input_suffix": request.suffix}
-    if request.extra is not None:
-        body["input_extra"] = [{"filename": s.file_id, "text": s.text} for s in request.extra]
-    body["prompt"] = request.line
-    body["n_predict"] = request.max_tokens
-    if request.min_indent is not None:
-        body["n_indent"] = request.min_indent
-    if request.time_limit_ms is not None:
-        body["t_max_predict_ms"] = request.time_limit_ms
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.sampling is not None:
-        body.update(top_k=request.sampling.top_k, top_p=request.sampling.top_p,
-                    samplers=list(request.sampling.samplers))
-    if request.stop:
-        body["stop"] = list(request.stop)
-    if request.cache_prompt is not None:
-        body["cache_prompt"] = request.cache_prompt
-    body["stream"] = True
-    if request.model:
-        body["model"] = request.model
-    return body
+    sampling = request.sampling
+    return {
+        "input_prefix": request.prefix, "input_suffix": request.suffix,
+        **_given(input_extra=None if request.extra is None else
+                 [{"filename": s.file_id, "text": s.text} for s in request.extra]),
+        "prompt": request.line, "n_predict": request.max_tokens,
+        **_given(n_indent=request.min_indent, t_max_predict_ms=request.time_limit_ms,
+                 temperature=request.temperature),
+        **({} if sampling is None else
+           {"top_k": sampling.top_k, "top_p": sampling.top_p, "samplers": list(sampling.samplers)}),
+        **_given(stop=list(request.stop) or None, cache_prompt=request.cache_prompt),
+        "stream": True,
+        **_given(model=request.model or None),
+    }
 
 
 def completions_body(request: FimRequest) -> dict[str, Any]:
     """An OpenAI-style completions body (`/completions`, Mistral's `/fim/completions`): `suffix`
     unless the prompt is a raw FIM template."""
-    body: dict[str, Any] = {"model": request.model or "", "prompt": request.prefix}
-    if request.route != "raw_fim":
-        body["suffix"] = request.suffix
-    body["max_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.stop:
-        body["stop"] = list(request.stop)
-    body["stream"] = True
-    return body
+    return {
+        "model": request.model or "", "prompt": request.prefix,
+        **_given(suffix=None if request.route == "raw_fim" else request.suffix),
+        "max_tokens": request.max_tokens,
+        **_given(temperature=request.temperature, stop=list(request.stop) or None),
+        "stream": True,
+    }
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values that are not None (None: the server's default), in the order given."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 WRONG_SHAPE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
