@@ -23,6 +23,7 @@ from pathlib import Path
 from margin import __version__, cli_memories, logs
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
+from margin.core.settings import PROFILES
 from margin.core.where import Where
 from margin.services.chat import Ask
 from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
@@ -273,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser(
         "explain", help="show what would be sent, section by section, without calling a model")
     chat_options(explain)
-    explain.add_argument("--profile", default="chat", choices=["completion", "edit", "chat", "chatOps"])
+    explain.add_argument("--profile", default="chat", choices=PROFILES)
     explain.add_argument("--messages", action="store_true", help="also print every message in full")
     explain.add_argument("--json", action="store_true", help="print budget and messages as JSON")
     explain.set_defaults(run=_explain)

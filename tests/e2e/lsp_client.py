@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pygls.protocol import JsonRPCResponseMessage
+from pygls.protocol import JsonRPCResponseMessage, default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp.client import register_lsp_features
 
 from tests import log_secrets
 from tests.conftest import clean_env
@@ -28,12 +29,20 @@ UTF8_CLIENT = types.ClientCapabilities(
 )
 
 
-def _client() -> LanguageClient:
-    client = make_test_lsp_client()
+def _converter() -> Any:
+    converter = default_converter()
     # Results of Margin's own requests as plain JSON, not pygls' namedtuples.
-    client.protocol._converter.register_structure_hook(
-        JsonRPCResponseMessage, lambda obj, cls: cls(**obj)
-    )
+    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+    return converter
+
+
+def _client() -> LanguageClient:
+    # pytest-lsp's make_test_lsp_client, with the converter above, kept as `client.converter`
+    # for tests that (un)structure LSP types themselves.
+    made: list[Any] = []
+    client = LanguageClient(converter_factory=lambda: made.append(_converter()) or made[-1])
+    register_lsp_features(client)
+    client.converter = made[-1]
     client.partials = {}  # partial results by token, in arrival order
     default_progress = client.protocol.fm.features[types.PROGRESS]
 
@@ -150,9 +159,8 @@ def cancellable(client: LanguageClient, method: str, params: Any) -> tuple[async
     """Send a request; return its future and a function that sends $/cancelRequest for it
     (cancelling the future alone tells the server nothing)."""
     log_secrets.secret_params(params)
-    before = set(client.protocol._request_futures)
-    future = asyncio.wrap_future(client.protocol.send_request(method, params))
-    (msg_id,) = set(client.protocol._request_futures) - before
+    msg_id = str(uuid.uuid4())
+    future = asyncio.wrap_future(client.protocol.send_request(method, params, msg_id=msg_id))
 
     def cancel() -> None:
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))

@@ -81,9 +81,9 @@ class Session:
         self.client = self.run(self._context.__aenter__())
         client = self.client
         for message in (types.InlineCompletionRequest,):  # its params as written here
-            client.protocol._converter.register_unstructure_hook(message, lambda m: {
+            client.converter.register_unstructure_hook(message, lambda m: {
                 "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
-        client.protocol._converter.register_structure_hook(types.CodeActionResponse,
+        client.converter.register_structure_hook(types.CodeActionResponse,
                                                            lambda obj, response: response(**obj))
 
     def run(self, coroutine):
@@ -231,7 +231,7 @@ def _range(text: str, start: int, end: int) -> dict:
 async def _selection(s: Session, text, start, end, answer, how, finish):
     client = s.client
     version = s.show(A, text)
-    converter = client.protocol._converter
+    converter = client.converter
     params = converter.structure({"textDocument": {"uri": A}, "range": _range(text, start, end),
                                   "context": {"diagnostics": []}}, types.CodeActionParams)
     offered = converter.unstructure(await request(client, "textDocument/codeAction", params))
@@ -293,7 +293,7 @@ async def _completion(s: Session, text: str, cursor: int, kind: str):
     result = await request(s.client, "textDocument/inlineCompletion", {
         "textDocument": {"uri": A, "version": version}, "context": {"triggerKind": 2},
         "position": {"line": position.line, "character": position.character}})
-    items = s.client.protocol._converter.unstructure(result)["items"]
+    items = s.client.converter.unstructure(result)["items"]
     if not items:
         TALLY[kind + ":refused"] += 1
         return

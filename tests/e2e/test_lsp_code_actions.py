@@ -59,7 +59,7 @@ async def actions(client, range_=FUNCTION, diagnostics=(), only=None):
 async def lsp(client, method: str, params: dict, cls: type):
     """A standard request sent from JSON (the client serialises typed params only); the result
     comes back as JSON."""
-    converter = client.protocol._converter
+    converter = client.converter
     # A CodeAction that carries a command reads as a Command when typed: keep code actions as JSON.
     converter.register_structure_hook(types.CodeActionResponse, lambda obj, response: response(**obj))
     return converter.unstructure(await request(client, method, converter.structure(params, cls)))
@@ -169,7 +169,7 @@ async def test_cancelling_a_resolve_stops_the_model_call(fake, tmp_path):
         open_doc(client, A, TEXT)
         (comment, *_) = await actions(client)
         future, cancel = cancellable(client, "codeAction/resolve",
-                                     client.protocol._converter.structure(comment, types.CodeAction))
+                                     client.converter.structure(comment, types.CodeAction))
         await until(lambda: fake.requests)
         cancel()
         with pytest.raises(JsonRpcException) as cancelled:

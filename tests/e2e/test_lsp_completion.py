@@ -43,7 +43,7 @@ async def start(fake, tmp_path, capabilities=UTF16_CLIENT, init_options=None, **
                              init_options=init_options) as client:
         # Send these requests' params as the JSON written here (the client would drop `version`).
         for message in (types.InlineCompletionRequest, types.CompletionRequest):
-            client.protocol._converter.register_unstructure_hook(message, lambda m: {
+            client.converter.register_unstructure_hook(message, lambda m: {
                 "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
         yield client
 
@@ -63,7 +63,7 @@ def inline_params(line: int, character: int, uri: str = A, version: int | None =
 async def ask(client, method: str, params: dict[str, Any]) -> Any:
     """The request's result as the JSON the server sent."""
     result = await request(client, method, params)
-    return client.protocol._converter.unstructure(result) if result is not None else None
+    return client.converter.unstructure(result) if result is not None else None
 
 
 async def inline(client, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -418,7 +418,7 @@ async def test_a_llama_cpp_that_does_not_count_is_reported_and_counted_with_the_
     env = env_for(fake, tmp_path, MARGIN_DEFAULTS_TOKENIZER="auto")
     async with margin_client(env=env, root=Path("/ws"), capabilities=UTF16_CLIENT) as client:
         for message in (types.InlineCompletionRequest,):
-            client.protocol._converter.register_unstructure_hook(message, lambda m: {
+            client.converter.register_unstructure_hook(message, lambda m: {
                 "id": m.id, "method": m.method, "jsonrpc": m.jsonrpc, "params": m.params})
         profiles = (await status(client))["profiles"]
         chat = await request(client, "margin/chat", {"message": "hi"})
