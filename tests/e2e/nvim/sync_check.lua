@@ -1,11 +1,14 @@
 -- Drives margin-lsp from a real headless Neovim: opens files, edits them the ways a person
 -- does, and records the server's virtual file (version, fingerprint) beside the buffer's own.
--- Environment: MARGIN_NVIM_STYLE ("0.8" or "0.11" set-up, as in the README), MARGIN_NVIM_OUT
--- (where to write the JSON results), MARGIN_NVIM_UNIX and MARGIN_NVIM_DOS (files to edit).
+-- Environment: MARGIN_NVIM_STYLE ("0.8" or "0.11" set-up, as in the README, or "shipped":
+-- editors/nvim/lsp/margin.lua through the runtimepath), MARGIN_NVIM_OUT (where to write the JSON
+-- results), MARGIN_NVIM_UNIX and MARGIN_NVIM_DOS (files to edit), MARGIN_NVIM_EDITORS (editors/nvim).
 
 local style = assert(os.getenv("MARGIN_NVIM_STYLE"))
 local out = assert(os.getenv("MARGIN_NVIM_OUT"))
 local results = { nvim = tostring(vim.version()) }
+-- For the shipped config (used by the "shipped" style) and what each style's client ran.
+local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
 
 local function margin_client(bufnr)
   local found
@@ -58,6 +61,10 @@ local function main()
     })
     vim.lsp.enable("margin")
     -- README snippet nvim-0.11 end
+  elseif style == "shipped" then
+    -- editors/README.md: editors/nvim on the runtimepath, the file used as it is.
+    H.use_shipped_config()
+    vim.lsp.enable("margin")
   else
     -- README snippet nvim-0.8 begin
     vim.api.nvim_create_autocmd("FileType", {
@@ -77,6 +84,7 @@ local function main()
   -- A UTF-8 file with emoji: edits through the API, normal-mode typing, a multi-line
   -- replacement and an undo.
   local unix, client = open(assert(os.getenv("MARGIN_NVIM_UNIX")))
+  H.record_config(results, client)
   vim.api.nvim_buf_set_lines(unix, 0, 0, false, { "# 😀 greeting" })
   vim.api.nvim_buf_set_text(unix, 0, 6, 0, 6, { "✨" }) -- byte column 6: just after the emoji
   vim.api.nvim_buf_set_text(unix, 1, 4, 1, 9, { "wave" })
