@@ -307,6 +307,8 @@ def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Probl
     belong to no profile go in the block "globals"."""
     blocks: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
+    if source.values == []:  # an empty object as a Lua table sends it (Neovim's `margin = {}`)
+        return {}, []
     if not isinstance(source.values, Mapping):
         return {}, [Problem(source.name, "margin", "must be an object")]
     top = {k: v for k, v in source.values.items() if k in _GLOBAL_KEYS and v is not None}
@@ -324,7 +326,7 @@ def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Probl
                 Problem(source.name, key, f"unknown setting (expected one of {expected})")
             )
             continue
-        if value is None:
+        if value is None or value == []:  # not set; or an empty object sent as a Lua table sends it
             continue
         if not isinstance(value, Mapping):
             problems.append(Problem(source.name, key, "must be an object"))

@@ -172,3 +172,16 @@ def test_a_settings_file_that_cannot_be_used_is_reported_and_left_out(tmp_path):
     invalid.write_text('{"chat": {"temperature": "hot"}}')
     state = SettingsState({}, *settings_file.read({"MARGIN_SETTINGS": str(invalid)}))
     assert [p.field for p in state.startup_problems] == ["chat.temperature"] and state.file is None
+
+
+@pytest.mark.parametrize("values", [[], {"chat": []}, {"defaults": [], "chat": {"model": "m"}}])
+def test_an_empty_object_sent_as_an_empty_list_is_an_empty_object(values):
+    """Neovim encodes an empty Lua table (`settings = { margin = {} }`) as `[]`."""
+    settings = resolve([Source("workspace settings", values), Source("init", {"defaults": {"model": "base"}})])
+    assert settings.profile("edit").model == "base"
+
+
+@pytest.mark.parametrize("values", [[1], "text", {"chat": [1]}])
+def test_a_list_with_items_is_still_not_an_object(values):
+    with pytest.raises(SettingsError, match="must be an object"):
+        resolve([Source("workspace settings", values)])
