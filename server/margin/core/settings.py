@@ -259,7 +259,8 @@ class Source:
     differs (`MARGIN_CHAT_TEMPERATURE`)."""
 
     name: str
-    values: Mapping[str, Any]
+    values: Any
+    """the `margin` section as the client sent it: checked to be an object when it is read"""
     labels: Mapping[str, str] = field(default_factory=dict)
     workspace: bool = False
     """workspace settings: what editors send here may come from a project's own files, so its
