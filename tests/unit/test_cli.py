@@ -321,6 +321,22 @@ def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
     assert bad.returncode == 2 and "LINE:COL counted from 1" in bad.stderr
 
 
+def test_complete_on_ollama_fills_in_with_suffix_and_falls_back_where_the_model_cannot_insert(tmp_path):
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    \n")
+    with FakeOllama(["qwen2.5-coder:1.5b", "codellama:7b-instruct"], insert={"qwen2.5-coder:1.5b"}) as ollama:
+        ollama.script(reply("```python\nreturn a - b\n```"))
+        runs = {model: margin("complete", "calc.py", "2:5", cwd=tmp_path, env={
+            "MARGIN_DEFAULTS_BASE_URL": ollama.base_url, "MARGIN_DEFAULTS_MODEL": model,
+            "MARGIN_DATABASE": str(tmp_path / "t.db")}) for model in ("qwen2.5-coder:1.5b", "codellama:7b-instruct")}
+    fim = runs["qwen2.5-coder:1.5b"]
+    assert fim.returncode == 0 and fim.stdout == "return a + b\n" and "route completions_suffix" in fim.stderr
+    refused = runs["codellama:7b-instruct"]  # Ollama: "codellama:7b-instruct" does not support insert (HTTP 400)
+    assert refused.returncode == 0, refused.stderr
+    assert refused.stdout == "return a - b\n" and "route chat" in refused.stderr
+    assert [(path, body["model"], body["suffix"]) for path, body in ollama.posts] == [
+        ("/v1/completions", "qwen2.5-coder:1.5b", "\n"), ("/v1/completions", "codellama:7b-instruct", "\n")]
+
+
 def test_remember_memories_forget_in_this_folder_and_everywhere(tmp_path):
     env = {"MARGIN_DATABASE": str(tmp_path / "t.db")}
     here, there = tmp_path / "here", tmp_path / "there"
