@@ -23,11 +23,13 @@ from pathlib import Path
 from margin import __version__, cli_memories, logs
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
+from margin.core.local_servers import PORTS_ENV
 from margin.core.settings import PROFILES
 from margin.core.where import Where
 from margin.services.chat import Ask
 from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
 from margin.services.diagnosis import ProfileReport, diagnose
+from margin.services.discovery import ports_to_search, render_search, search_if_needed
 from margin.services.errors import RequestError
 
 
@@ -72,14 +74,24 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
 
 
 async def _doctor(args: argparse.Namespace) -> int:
+    from margin.wiring import find_local_servers
+
+    try:
+        ports = ports_to_search(args.ports, os.environ)
+    except ValueError as error:
+        raise CliError(f"--ports / ${PORTS_ENV}: {error}") from None
     async with running_app(args) as (app, settings_from):
         reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
                                  fresh=True, wait_for_tokenizers=True, routes=app.completion_routes)
+    search = await search_if_needed(reports, find_local_servers, ports, always=args.scan)
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
-                          "profiles": [r.as_dict() for r in reports]}, indent=2))
+                          "profiles": [r.as_dict() for r in reports],
+                          "localServers": search.as_dict() if search else None}, indent=2))
     else:
         print(render_report(reports, settings_from))
+        if search:
+            print("\n" + "\n".join(render_search(search)))
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
 
 
@@ -259,6 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="check every profile: backend reachable, context window, tokenizer"
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--scan", action="store_true",
+                        help="search this machine for model servers even when the backends answer "
+                             "(done anyway when one does not)")
+    doctor.add_argument("--ports", metavar="PORTS", default=None,
+                        help=f"the loopback ports to search, e.g. 8080,11434 (also ${PORTS_ENV}; "
+                             "default: 8080 llama.cpp/llamafile/LocalAI, 11434 Ollama, 1234 LM Studio, "
+                             "8000 vLLM, 1337 Jan)")
     doctor.set_defaults(run=_doctor)
 
     def chat_options(command: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ aiosqlite, pathspec, git) are imported when first used, not when the app is buil
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from margin.adapters.local_files import LocalFolderFiles
     from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
     from margin.adapters.sqlite_store import SQLiteThreadStore
+    from margin.core.local_servers import FoundServer
     from margin.core.tokens.choice import TokenizerChoice
 
 with deferred.imports():
@@ -54,6 +55,14 @@ def make_git_history(root: Path) -> GitCommandHistory:
 
 def make_index_store(folder: str, directory: Path) -> GzipIndexStore:
     return index_file.GzipIndexStore(folder, directory)
+
+
+async def find_local_servers(ports: Sequence[int]) -> list[FoundServer]:
+    """The model servers answering on `ports` of this machine (loopback only): for `margin
+    doctor`, never the language server, so imported here rather than warmed up (margin.deferred)."""
+    from margin.adapters import local_scan
+
+    return await local_scan.find_local_servers(ports)
 
 
 LOCAL_WORKSPACE = WorkspaceAccess(make_folder_files, make_git_history, make_index_store)

@@ -124,6 +124,11 @@ class FakeBackend:
         self.tokenize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         """when set, POST /tokenize answers 200 with what it returns for the request's body (as
         llama.cpp's or vLLM's would)"""
+        self.answers: dict[str, Callable[[dict[str, Any]], Step]] = {}
+        """for other POST endpoints, by path: the answer to each request's JSON body, decided from
+        it (a server's behaviour rather than a script); `routes` are asked first"""
+        self.get_json: dict[str, Any] = {}
+        """other GET endpoints, by path: answered 200 with this JSON"""
         self.routes: dict[str, list[Step]] = {}
         """scripted answers (`status` or `raw` steps) for other POST endpoints, by path; 404 when none"""
         self.disconnects: list[tuple[str, float]] = []
@@ -226,6 +231,8 @@ class FakeBackend:
                     self._json(200, fake.props)
                 elif path == "/v1/models" and fake.models is not None:
                     self._json(200, {"object": "list", "data": fake.models})
+                elif path in fake.get_json:
+                    self._json(200, fake.get_json[path])
                 elif path == "/health":
                     self._json(200, {"status": "ok"})
                 else:
@@ -243,6 +250,9 @@ class FakeBackend:
                         step = steps.pop(0) if steps else None
                     if path == "/tokenize" and fake.tokenize is not None and step is None:
                         self._json(200, fake.tokenize(json.loads(raw_body or b"{}")))
+                    elif step is None and path in fake.answers:
+                        step = fake.answers[path](json.loads(raw_body or b"{}"))
+                        getattr(self, f"_do_{step.kind}")(step, {})
                     elif step is None:
                         self._json(404, {"error": {"message": "not found"}})
                     else:

@@ -9,6 +9,7 @@ import sys
 from margin import __version__
 from tests import log_secrets
 from tests.conftest import clean_env
+from tests.fakes.fake_ollama import FakeOllama
 from tests.fakes.fake_openai import reply, status
 from tests.log_secrets import API_KEY, API_KEY_ENV
 
@@ -16,7 +17,10 @@ from tests.log_secrets import API_KEY, API_KEY_ENV
 def cli_env(**env: str) -> dict[str, str]:
     """The command's environment; its log goes to a file that tests.log_secrets checks (its
     stderr is the user's, and may rightly show what they typed or the model said)."""
-    return clean_env(XDG_CONFIG_HOME="/nonexistent", MARGIN_LOG_FILE=log_secrets.new_log_file(), **env)
+    # `margin doctor` searches port 9 only (nothing listens there) unless a test says otherwise,
+    # never the model servers that may run on this machine.
+    return clean_env(XDG_CONFIG_HOME="/nonexistent", MARGIN_LOG_FILE=log_secrets.new_log_file(),
+                     **{"MARGIN_DOCTOR_PORTS": "9", **env})
 
 
 def margin(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
@@ -92,6 +96,42 @@ def test_doctor_fails_and_says_why_when_nothing_answers():
     assert result.returncode == 1
     assert "Nothing answers at http://127.0.0.1:9/v1" in result.stdout
     assert "4 of 4 enabled profiles have a problem" in result.stdout
+
+
+def test_doctor_finds_ollama_when_the_configured_backend_does_not_answer():
+    with FakeOllama(["qwen2.5-coder:1.5b", "llama3.2:1b"]) as ollama:
+        result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": "http://127.0.0.1:9/v1",
+                                       "MARGIN_DOCTOR_PORTS": f"9,{ollama.port}"})
+        as_json = margin("doctor", "--json", env={"MARGIN_DEFAULTS_BASE_URL": "http://127.0.0.1:9/v1",
+                                                  "MARGIN_DOCTOR_PORTS": f"9,{ollama.port}"})
+    assert result.returncode == 1, result.stdout + result.stderr  # the configured backend still fails
+    url = ollama.base_url
+    assert f"  found Ollama 0.12.6 at {url}, serving qwen2.5-coder:1.5b, llama3.2:1b\n" in result.stdout
+    assert (f'    "margin.defaults.baseUrl": "{url}",\n'
+            '    "margin.defaults.model": "qwen2.5-coder:1.5b"\n') in result.stdout
+    assert f'    {{"defaults": {{"baseUrl": "{url}", "model": "qwen2.5-coder:1.5b"}}}}\n' in result.stdout
+    assert (f"    MARGIN_DEFAULTS_BASE_URL={url}\n"
+            "    MARGIN_DEFAULTS_MODEL=qwen2.5-coder:1.5b") in result.stdout
+    assert not any("authorization" in headers for _, _, headers in ollama.seen)  # the key stays home
+    (found,) = json.loads(as_json.stdout)["localServers"]["found"]
+    assert (found["kind"], found["baseUrl"], found["models"]) == ("Ollama", url, ["qwen2.5-coder:1.5b", "llama3.2:1b"])
+    assert found["settings"]["environment"] == [f"MARGIN_DEFAULTS_BASE_URL={url}",
+                                                "MARGIN_DEFAULTS_MODEL=qwen2.5-coder:1.5b"]
+
+
+def test_doctor_searches_only_when_a_backend_fails_or_when_asked(fake):
+    with FakeOllama() as ollama:
+        env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DOCTOR_PORTS": str(ollama.port)}
+        quiet = margin("doctor", env=env)
+        assert quiet.returncode == 0 and "Model servers on this machine" not in quiet.stdout
+        assert ollama.seen == []
+        asked = margin("doctor", "--scan", "--ports", f"{ollama.port},{fake.port}", env=env)
+        bad = margin("doctor", "--ports", "ollama", env=env)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert f"searched because asked to (--scan); loopback ports {ollama.port}, {fake.port})" in asked.stdout
+    assert f"  found llama.cpp at {fake.base_url}, serving fake-model  (already configured)" in asked.stdout
+    assert f"  found Ollama 0.12.6 at {ollama.base_url}" in asked.stdout
+    assert bad.returncode == 2 and "not a port number: 'ollama'" in bad.stderr
 
 
 def test_doctor_names_a_missing_api_key(fake):
@@ -279,6 +319,22 @@ def test_complete_prints_the_suggestion_and_the_route_it_took(fake, tmp_path):
                                                                                  "Write the code that goes at the cursor, after that text.")
     bad = margin("complete", "calc.py", "0:1", env=env, cwd=tmp_path)
     assert bad.returncode == 2 and "LINE:COL counted from 1" in bad.stderr
+
+
+def test_complete_on_ollama_fills_in_with_suffix_and_falls_back_where_the_model_cannot_insert(tmp_path):
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    \n")
+    with FakeOllama(["qwen2.5-coder:1.5b", "codellama:7b-instruct"], insert={"qwen2.5-coder:1.5b"}) as ollama:
+        ollama.script(reply("```python\nreturn a - b\n```"))
+        runs = {model: margin("complete", "calc.py", "2:5", cwd=tmp_path, env={
+            "MARGIN_DEFAULTS_BASE_URL": ollama.base_url, "MARGIN_DEFAULTS_MODEL": model,
+            "MARGIN_DATABASE": str(tmp_path / "t.db")}) for model in ("qwen2.5-coder:1.5b", "codellama:7b-instruct")}
+    fim = runs["qwen2.5-coder:1.5b"]
+    assert fim.returncode == 0 and fim.stdout == "return a + b\n" and "route completions_suffix" in fim.stderr
+    refused = runs["codellama:7b-instruct"]  # Ollama: "codellama:7b-instruct" does not support insert (HTTP 400)
+    assert refused.returncode == 0, refused.stderr
+    assert refused.stdout == "return a - b\n" and "route chat" in refused.stderr
+    assert [(path, body["model"], body["suffix"]) for path, body in ollama.posts] == [
+        ("/v1/completions", "qwen2.5-coder:1.5b", "\n"), ("/v1/completions", "codellama:7b-instruct", "\n")]
 
 
 def test_remember_memories_forget_in_this_folder_and_everywhere(tmp_path):

@@ -93,7 +93,11 @@ def error_from_body(status: int, body: bytes | str | dict[str, Any], base_url: s
         )
 
     detail = f"HTTP {status}" + (f": {message[:_DETAIL_LIMIT]}" if message else "")
-    if err_type == "not_supported_error" or status in (405, 501):
+    # Ollama refuses `suffix` for a model whose template cannot insert with HTTP 400
+    # `"<model>" does not support insert` (its capability check; docs.ollama.com/api/openai-compatibility
+    # lists `suffix` among /v1/completions' fields): the route is unsupported, not the settings wrong.
+    if err_type == "not_supported_error" or status in (405, 501) or (
+            status == 400 and "does not support insert" in message):
         return NotSupported(f"The backend at {base_url} does not support this request ({detail}).",
                             status=status, base_url=base_url)
     if status in (401, 403):
