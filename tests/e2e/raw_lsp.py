@@ -130,10 +130,12 @@ class RawClient:
 @contextlib.asynccontextmanager
 async def raw_client(env: dict[str, str], *, capabilities: dict[str, Any], root_uri: str | None = None,
                      initialization_options: Any = None,
-                     command: tuple[str, ...] = ("-m", "margin.lsp.main")) -> AsyncIterator[RawClient]:
-    """`command`: what Python runs (the server, or a script that runs it)."""
+                     command: tuple[str, ...] = ("-m", "margin.lsp.main"),
+                     program: str = sys.executable) -> AsyncIterator[RawClient]:
+    """`command`: the arguments `program` is run with, by default what Python runs (the server,
+    or a script that runs it); an installed `margin-lsp` is a program run with no arguments."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, *command, stdin=asyncio.subprocess.PIPE,
+        program, *command, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(**env))
     stderr = log_secrets.collect(process.stderr, f"the stderr of margin-lsp {process.pid}", forward=False)
     client = RawClient(process)
