@@ -4,7 +4,7 @@ is compared with `golden/wire.json` by tests/e2e/test_wire_format.py, so a chang
 of any response shows up as a diff.
 
 Volatile values are replaced by stable names: thread ids (in order of appearance), timestamps,
-the fake backend's port, Margin's version (kept in server/margin/__init__.py alone).
+the fake backend's port.
 
     .venv/bin/python -m tests.e2e.wire_script --write   # record anew (a deliberate change)
 """
@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from margin import __version__
 from tests.e2e.raw_lsp import RawClient, RpcError, raw_client
 from tests.fakes.fake_openai import FakeBackend, reply, stream
 
@@ -228,8 +227,6 @@ def normalise(entries: Any, port: int) -> Any:
             return [fix(v) for v in value]
         if key in ("createdAt", "updatedAt", "created") and isinstance(value, (int, float)):
             return "<time>"
-        if key == "version" and value == __version__:
-            return "<margin version>"
         if isinstance(value, str):
             value = value.replace(f"127.0.0.1:{port}", "<fake>")
 
