@@ -113,7 +113,7 @@ def _stand_in(name: str, importer: dict[str, Any] | None) -> Any:
 
 def _import(name: str, globals: Mapping[str, Any] | None = None, locals: Mapping[str, Any] | None = None,
             fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
-    if not getattr(_state, "active", False):
+    if not getattr(_state, "depth", 0):
         return _original_import(name, globals, locals, fromlist or (), level)
     if level != 0:
         raise ImportError(f"deferred.imports() takes absolute imports only, not a relative one of {name}")
@@ -122,7 +122,7 @@ def _import(name: str, globals: Mapping[str, Any] | None = None, locals: Mapping
         return _Names({attribute: _stand_in(f"{name}.{attribute}", importer) for attribute in fromlist})
     if "." in name:
         raise ImportError(f"write `from {name.rpartition('.')[0]} import {name.rpartition('.')[2]}` "
-                          "in deferred.imports(), not `import {name}`")
+                          f"in deferred.imports(), not `import {name}`")
     return _stand_in(name, importer)
 
 
@@ -135,11 +135,11 @@ def imports() -> Iterator[None]:
         if _hooked == 0:
             builtins.__import__ = _import
         _hooked += 1
-    _state.active = True
+    _state.depth = getattr(_state, "depth", 0) + 1
     try:
         yield
     finally:
-        _state.active = False
+        _state.depth -= 1
         with _hook_lock:
             _hooked -= 1
             if _hooked == 0:
