@@ -4,7 +4,7 @@ bound (the heuristic) against every exact tokenizer on Python source.
 Targets (SPEC, Performance): exact counting within 1.25x of raw tiktoken for both families;
 each tokenizer ready to count in <= 1 s cold (Tekken <= 1.5 s, mistral-common's own loader
 measured beside it); the token bound never under the exact counts and at most 1.6x the largest.
-`--httpx BUNDLE` also prints the bound's over-estimate on httpx's source (README, "Token counts")."""
+`--httpx BUNDLE` also prints the bound's over-estimate on httpx's source (docs/benchmarks.md, "The token bound on httpx")."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ tests/e2e `test_fuzz_model_output.py`), and the oracles that say what Margin mus
 Each strategy draws an answer's *text* — a valid answer, a structured one with wrong parts, or a
 mutation of a valid one (prose around it, cut short, fenced, …) — from documents full of unicode
 edge cases. The oracles are written here from the documented semantics (core/editops.py's
-docstring, README "Edit-ops" and "Code actions"), never by calling the code under test.
+docstring, docs/editing.md, "Edit-ops" and "Code actions"), never by calling the code under test.
 
 `MARGIN_FUZZ_EXAMPLES` sets how many answers each test draws (the CI default is in each test
 module); the full run is `MARGIN_FUZZ_EXAMPLES=1000`.
@@ -254,7 +254,7 @@ class Expected:
 
 
 def _schema_ok(reply: Any) -> bool:
-    """The answer's shape, as README "Edit-ops" and SPEC H give it."""
+    """The answer's shape, as docs/editing.md ("Edit-ops") and SPEC H give it."""
     if not isinstance(reply, dict) or set(reply) != {"assistant_message", "ops"}:
         return False
     if not isinstance(reply["assistant_message"], str) or not isinstance(reply["ops"], list):
@@ -380,8 +380,8 @@ def selection_answer(draw) -> tuple[str, str]:
 
 
 def expected_replacement(answer: str, finish: str, text: str, start: int, end: int) -> str | None:
-    """The document after a selection edit, or None when the answer must be refused. README
-    "Code actions": the replacement gets the file's line endings (CRLF when the code it rewrites
+    """The document after a selection edit, or None when the answer must be refused.
+    docs/editing.md, "Code actions": the replacement gets the file's line endings (CRLF when the code it rewrites
     has them, or — code with no line break — when the file has), and ends in a line break exactly
     when the rewritten code did; no change is refused."""
     reply = parse_json(answer)

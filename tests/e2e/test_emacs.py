@@ -1,4 +1,4 @@
-"""A real Emacs (28, headless) with eglot 1.9 drives margin-lsp, set up as the README says
+"""A real Emacs (28, headless) with eglot 1.9 drives margin-lsp, set up as docs/editors.md says
 (tests/e2e/emacs/init.el): document sync with emoji and CJK in eglot's UTF-16 positions, a code
 action through the `margin.editSelection` command with its edit applied by workspace/applyEdit
 and saved, chat and edit-ops (proposed, applied, refused as stale) through client-emacs/margin.el.
@@ -123,7 +123,7 @@ def code_action(emacs, tmp_path, fake, kind: str = "") -> tuple[Path, dict]:
     assert "Margin: make it iterative" in results["rewrite_listed"] and "Margin: Simplify" in results["rewrite_listed"]
     assert "Margin: make it iterative" in results["offered"] and "Margin: Simplify" in results["offered"]
     assert results["command"] == "margin.editSelection"  # eglot 1.9 runs the command: it cannot resolve
-    assert results["request_timeout"] == 10  # eglot's default time limit, as the README leaves it
+    assert results["request_timeout"] == 10  # eglot's default time limit, as docs/editors.md leaves it
     assert source.read_bytes() == TOTAL_EDITED.encode()  # the comment gone, the emoji and CJK intact
     for label in ("edited", "saved"):
         copy = results[label]
@@ -240,7 +240,7 @@ def test_chat_and_edit_ops_from_emacs_with_margin_el(emacs, tmp_path, fake):
 
 
 def test_margin_el_gives_eglot_the_entry_that_starts_margin(emacs, tmp_path):
-    """Without the README's init.el: `margin-eglot-setup' (client-emacs/margin.el) puts
+    """Without docs/editors.md's init.el: `margin-eglot-setup' (client-emacs/margin.el) puts
     margin-lsp first in eglot-server-programs, ahead of eglot 1.9's own pylsp entry, and
     `eglot-ensure' starts Margin for a Python file with it."""
     source = project(tmp_path, "hello.py", "print('hi 😀')\n")

@@ -2,7 +2,7 @@
 cuts its stream, sends garbage or more than maxOutputTokens; a thread database that is locked,
 read-only, full, or whose writer is killed mid-write; 50 requests at once on one connection.
 For each: a message a person can act on, nothing lost, nothing half-applied, and the next
-request works. (The README's faults table points here and at the other tests it names.)"""
+request works. (docs/reliability.md's faults table points here and at the other tests it names.)"""
 
 from __future__ import annotations
 

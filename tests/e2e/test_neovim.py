@@ -1,5 +1,5 @@
 """A real headless Neovim drives margin-lsp, started by the config the repository ships
-(editors/nvim/lsp/margin.lua on the runtimepath, as it is) or the README's snippets; the
+(editors/nvim/lsp/margin.lua on the runtimepath, as it is) or the snippets of docs/editors.md; the
 server's virtual files must match the buffers (version and sha256 fingerprint) and the files
 Neovim writes to disk."""
 
@@ -66,7 +66,7 @@ def test_neovim_buffers_and_server_agree(tmp_path, style):
     assert results["nvim"].startswith("0.1")  # the pip-installed Neovim, not Debian's 0.7
     if style == "shipped":
         assert_shipped_config(results, tmp_path)
-    else:  # the README's snippets, written in the script, no file on the runtimepath
+    else:  # docs/editors.md's snippets, written in the script, no file on the runtimepath
         assert results["config_files"] == [] and results["client_cmd"] == ["margin-lsp"]
 
     for label in ("unix_typed", "unix", "dos_inserted", "dos"):

@@ -450,7 +450,7 @@ def test_the_chat_route_never_answers_with_a_schema_word(llama_server, tmp_path_
 
 @pytest.mark.timeout(1800)
 def test_the_chat_hole_evaluation_runs_on_a_sample():
-    """benchmarks/eval_chat_holes.py on 4 holes (the README's figures come from its full run):
+    """benchmarks/eval_chat_holes.py on 4 holes (docs/completion.md's figures come from its full run):
     both answer formats are sent through Margin's chat route, and no answer is a schema word."""
     source = Path(json.__file__).parent  # the standard library's json package: code every machine has
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_chat_holes.py"), "--holes", "4",

@@ -1,4 +1,4 @@
-;;; init.el --- the README's Emacs set-up, run as it is by the real-Emacs test  -*- lexical-binding: t; -*-
+;;; init.el --- docs/editors.md's Emacs set-up, run as it is by the real-Emacs test  -*- lexical-binding: t; -*-
 (with-eval-after-load 'eglot
   (add-to-list 'eglot-server-programs '(python-mode . ("margin-lsp"))))
 (add-hook 'python-mode-hook #'eglot-ensure)

@@ -107,7 +107,7 @@ def test_a_chunk_that_is_a_token_costs_one_and_nothing_costs_more_than_its_bytes
 
 def test_on_ordinary_code_the_bound_stays_close(exact):
     """Python and seven other languages from the test corpus: within 1.6x of the most any exact
-    tokenizer spends (README, "Token counts", gives the figure on httpx)."""
+    tokenizer spends (docs/benchmarks.md, "The token bound on httpx", gives the figure)."""
     code = "".join(python_chunks(800).values()) + "".join(
         corpus()[name] for name in ("javascript", "typescript", "rust", "go", "c", "sql", "html", "json"))
     most = max(len(enc.encode_ordinary(code)) for enc in exact.values())

@@ -37,7 +37,8 @@ def real_code() -> list[str]:
              for p in sorted((REPO / folder).rglob("*"))
              if p.is_file() and p.suffix in {".py", ".mjs", ".js", ".ts", ".lua", ".sh", ".md", ".json", ".toml"}
              and "node_modules" not in p.parts]
-    return [p.read_text(encoding="utf-8", errors="replace") for p in paths] + [(REPO / "README.md").read_text()]
+    return [p.read_text(encoding="utf-8", errors="replace") for p in paths] + [
+        p.read_text(encoding="utf-8") for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]]
 
 
 def test_every_in_process_tokenizer_has_known_safe_cuts(counter):
