@@ -2,7 +2,7 @@
 
 ;; Margin's own requests (margin/chat, margin/explain, margin/editOps, margin/applyOps,
 ;; margin/status) as small commands, sent to the buffer's eglot server.  Needs eglot (1.9 or
-;; later) managing the buffer with margin-lsp; see Margin's README, "Emacs".
+;; later) managing the buffer with margin-lsp; see Margin's docs/editors.md, "Emacs (eglot)".
 ;;
 ;;   (require 'margin)
 ;;   (margin-eglot-setup)                    ; margin-lsp in `eglot-server-programs'

@@ -17,7 +17,7 @@ files and Gemma 3's vocabulary; scripts/build_shared_tokens.py). For such a toke
 The bound is the largest sum over PATTERNS. It is checked against every exact tokenizer the
 machine has on generated text of every character class (tests/unit/core/tokens/test_bound.py;
 Gemma's through llama.cpp in tests/e2e/test_real_llama_tokens.py); on ordinary Python it
-over-counts by about two fifths (README, "Token counts").
+over-counts by about two fifths (docs/budgets.md, "Token counting").
 """
 
 from __future__ import annotations
