@@ -148,12 +148,17 @@ def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
 
 
 def show(history: Sequence[Message], count: Callable[[str], int],
-         render: Callable[[int, str], str] = pointer) -> list[Shown]:
+         render: Callable[[int, str], str] = pointer, after: int = 0) -> list[Shown]:
     """The messages a prompt may show (visible messages and file contexts) with their parts and
-    pointers (`render(turn, label)`). The latest reply is never masked."""
+    pointers (`render(turn, label)`), of the turns after `after` (those up to it are folded into
+    a summary: no prompt shows them). The latest reply is never masked."""
     turns = turn_numbers(history)
+    if after > 0:
+        kept = [(message, turn) for message, turn in zip(history, turns) if turn > after]
+    else:
+        kept = list(zip(history, turns))
     by_turn: dict[int, list[Message]] = {}
-    for message, turn in zip(history, turns):
+    for message, turn in kept:
         if message.kind == FILE_CONTEXT:
             by_turn.setdefault(turn, []).append(message)
     labels: dict[int, str] = {}
@@ -161,7 +166,7 @@ def show(history: Sequence[Message], count: Callable[[str], int],
         labels.update(file_labels(contexts))
     last_reply = next((m.id for m in reversed(history) if m.role == "assistant" and not m.hidden), None)
     shown: list[Shown] = []
-    for message, turn in zip(history, turns):
+    for message, turn in kept:
         if message.kind == FILE_CONTEXT:
             shown.append(Shown(message, turn, (Part(message.content, render(turn, labels[message.id])),)))
         elif message.hidden:

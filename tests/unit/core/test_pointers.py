@@ -186,6 +186,17 @@ def test_the_latest_reply_is_never_masked_however_long_and_with_its_ops():
     assert [p.text for p in latest.parts] == [long_reply, pointers.ops_block(ops)]
 
 
+def test_show_after_a_fold_is_the_whole_show_less_the_folded_turns():
+    """Request overhead (#24): the turns a summary folds are left out of `show` (no prompt shows
+    them); what it shows of the turns after is exactly what the whole thread's `show` does."""
+    session = Session(3, 5)
+    for _ in range(30):
+        session.turn(8192)
+    whole = pointers.show(session.history, count)
+    for after in (0, 1, 7, 16, 29, 30, 40):
+        assert pointers.show(session.history, count, after=after) == [e for e in whole if e.turn > after]
+
+
 def test_pointers_are_short_and_name_turn_and_file():
     assert pointers.pointer(42, "parser.py") == "[t42 parser.py]"
     assert count("[t42 parser.py]") <= 5 and count("[t42 ops]") <= 5 and count("[t300 reply]") <= 5
