@@ -64,6 +64,23 @@ RequestObserver = Callable[[str, dict[str, Any]], None]
 """(url, JSON body) of each chat request, just before it is sent"""
 
 
+DRAIN_S = 0.05
+"""How long the end of a stream's body is waited for after its `[DONE]` (see `_drain`)."""
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows a stream's `[DONE]` — the end of its body, normally in the same packet —
+    so that the connection goes back to httpx's pool for the next request (a response closed
+    unread has its connection closed: a new TCP connection a request). A backend that keeps the
+    body open after `[DONE]` is not waited for: its connection is closed, as before."""
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for _line in lines:
+                pass
+    except TimeoutError:
+        pass
+
+
 class OpenAICompatibleProvider:
     """`LLMProvider` for any server that speaks OpenAI's chat completions API."""
 
@@ -262,12 +279,14 @@ class OpenAICompatibleProvider:
 
     async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
         finished, events = False, 0
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments, event:/id:/retry: fields
             events += 1
             data = line[5:].strip()
             if data == "[DONE]":
+                await _drain(lines)
                 return
             try:
                 chunk = json.loads(data)
