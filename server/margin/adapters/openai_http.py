@@ -27,7 +27,7 @@ import httpx
 from margin import __version__
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
-from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
+from margin.adapters.stream_shapes import arguments_text, call_piece, drain, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -62,23 +62,6 @@ def server_root(base_url: str) -> str:
 
 RequestObserver = Callable[[str, dict[str, Any]], None]
 """(url, JSON body) of each chat request, just before it is sent"""
-
-
-DRAIN_S = 0.05
-"""How long the end of a stream's body is waited for after its `[DONE]` (see `_drain`)."""
-
-
-async def _drain(lines: AsyncIterator[str]) -> None:
-    """Read what follows a stream's `[DONE]` — the end of its body, normally in the same packet —
-    so that the connection goes back to httpx's pool for the next request (a response closed
-    unread has its connection closed: a new TCP connection a request). A backend that keeps the
-    body open after `[DONE]` is not waited for: its connection is closed, as before."""
-    try:
-        async with asyncio.timeout(DRAIN_S):
-            async for _line in lines:
-                pass
-    except TimeoutError:
-        pass
 
 
 class OpenAICompatibleProvider:
@@ -286,7 +269,7 @@ class OpenAICompatibleProvider:
             events += 1
             data = line[5:].strip()
             if data == "[DONE]":
-                await _drain(lines)
+                await drain(lines)  # so that the connection is reused
                 return
             try:
                 chunk = json.loads(data)
