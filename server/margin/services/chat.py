@@ -24,6 +24,7 @@ from margin.core.assemble import (
     FileRef,
     assemble_chat,
     counted,
+    shown_history,
     texts_to_count,
 )
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
@@ -206,10 +207,11 @@ class ChatService:
         history = await self.threads.timeline(thread.id)
         job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
         chat = ChatInput(history, await gather(job))
-        known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
-        await self._count(texts_to_count(chat), known, counter)
+        shown = shown_history(chat)  # not the turns folded into the summary: no prompt shows them
+        known = {m.content: m.tokens[tokenizer] for m in shown if tokenizer in m.tokens}
+        await self._count(texts_to_count(chat, shown), known, counter)
         chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show
-        await self._count(texts_to_count(chat), known, counter)
+        await self._count(texts_to_count(chat, shown), known, counter)
         framing = await framing_tokens(counter)
         assembly, counted_tokens = await fit_prompt(
             lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
