@@ -204,7 +204,7 @@ class ChatService:
         counter = profile.counter
         tokenizer = counter.name
         thread = await self.threads.thread_for(ask.where)
-        history = await self.threads.timeline(thread.id)
+        history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
         job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
         chat = ChatInput(history, await gather(job))
         shown = shown_history(chat)  # not the turns folded into the summary: no prompt shows them

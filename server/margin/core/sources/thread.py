@@ -54,7 +54,7 @@ class Pointers:
 
 def current_turn(history: Sequence[Message]) -> int:
     """The number of the turn being asked: one more than the user messages stored."""
-    return 1 + sum(1 for m in history if m.role == "user" and not m.hidden and m.kind != FILE_CONTEXT)
+    return 1 + pointers.user_turns(history)
 
 
 def _tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
