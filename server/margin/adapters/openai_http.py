@@ -27,7 +27,7 @@ import httpx
 from margin import __version__
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
-from margin.adapters.stream_shapes import arguments_text, call_piece, sse_answer, usage_of
+from margin.adapters.stream_shapes import arguments_text, call_piece, drain, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -262,12 +262,14 @@ class OpenAICompatibleProvider:
 
     async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
         finished, events = False, 0
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments, event:/id:/retry: fields
             events += 1
             data = line[5:].strip()
             if data == "[DONE]":
+                await drain(lines)  # so that the connection is reused
                 return
             try:
                 chunk = json.loads(data)

@@ -1,9 +1,12 @@
 """The shapes of OpenAI-compatible answers that are not whole chat replies: usage, tool-call
-pieces, and a streamed completion joined into the answer the same request gets unstreamed."""
+pieces, and a streamed completion joined into the answer the same request gets unstreamed; and
+the end of a stream, read so that its connection is reused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from margin.core.llm import ToolCallDelta, Usage, joined
@@ -62,3 +65,20 @@ def sse_answer(events: list[dict[str, Any]]) -> dict[str, Any] | None:
                                                        if chat else {"text": text})}
     fields = {key: value for event in events for key, value in event.items() if key != "choices"}
     return {**fields, "choices": [choice], **({"usage": usage} if usage else {})}
+
+
+DRAIN_S = 0.05
+"""How long the end of a stream's body is waited for after its `[DONE]` (see `drain`)."""
+
+
+async def drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows a stream's `[DONE]` — the end of its body, normally in the same packet —
+    so that the connection goes back to httpx's pool for the next request (a response closed
+    unread has its connection closed: a new TCP connection a request). A backend that keeps the
+    body open after `[DONE]` is not waited for: its connection is closed, as before."""
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for _line in lines:
+                pass
+    except TimeoutError:
+        pass

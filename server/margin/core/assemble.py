@@ -35,13 +35,15 @@ from typing import Any
 
 from margin.core.budget import Plan, plan, safety_margin
 from margin.core.llm import ChatMessage
+from margin.core.pointers import turn_numbers
 from margin.core.sources import base, registry
 from margin.core.sources.base import CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, Source, render
+from margin.core.sources.summary import SUMMARY
 from margin.core.sources.thread import current_turn
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 
 __all__ = ["CONTEXT_ROLE", "PER_MESSAGE_OVERHEAD", "ChatAssembly", "ChatInput", "FileRef", "assemble_chat",
-           "current_turn", "merge_roles", "render"]
+           "current_turn", "merge_roles", "render", "shown_history"]
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,19 @@ class ChatAssembly:
         return self.plan.over_budget
 
 
-def texts_to_count(chat: ChatInput) -> list[str]:
-    """Every text `assemble_chat` counts: the thread's and its sources'."""
-    return [*(m.content for m in chat.history),
+def shown_history(chat: ChatInput) -> Sequence[Message]:
+    """The stored messages a prompt may show: all but those of the turns the summary folds
+    (no prompt shows them, so none of their texts is counted)."""
+    summary = chat.input(SUMMARY)
+    if summary is None:
+        return chat.history
+    return [m for m, turn in zip(chat.history, turn_numbers(chat.history)) if turn > summary.to_turn]
+
+
+def texts_to_count(chat: ChatInput, shown: Sequence[Message] | None = None) -> list[str]:
+    """Every text `assemble_chat` counts: the thread's (`shown`: shown_history, when the caller
+    has made it) and its sources'."""
+    return [*(m.content for m in (shown_history(chat) if shown is None else shown)),
             *(text for source in registry.SOURCES for text in source.texts(chat.input(source)))]
 
 

@@ -110,9 +110,26 @@ def saves(part: Part, count: Callable[[str], int]) -> int:
     return count(part.text) - count(part.pointer) if part.pointer is not None else 0
 
 
+_numbered: tuple[Sequence[Message], list[int], int] | None = None
+"""The last thread numbered, with its turns and user turns, when it was a tuple (it cannot
+change): a request numbers its thread several times (the service, the pointers, the history)."""
+
+
 def turn_numbers(history: Sequence[Message]) -> list[int]:
     """The turn of each message: a user message starts the next turn; the file contexts stored
-    before it belong to it."""
+    before it belong to it. (The list may be shared: not to be changed.)"""
+    return _numbering(history)[0]
+
+
+def user_turns(history: Sequence[Message]) -> int:
+    """The user messages that start a turn."""
+    return _numbering(history)[1]
+
+
+def _numbering(history: Sequence[Message]) -> tuple[list[int], int]:
+    global _numbered
+    if _numbered is not None and _numbered[0] is history:
+        return _numbered[1], _numbered[2]
     turns = [0] * len(history)
     turn, waiting = 0, []
     for i, message in enumerate(history):
@@ -127,7 +144,9 @@ def turn_numbers(history: Sequence[Message]) -> list[int]:
         turns[i] = max(turn, 1)
     for j in waiting:
         turns[j] = turn + 1
-    return turns
+    if isinstance(history, tuple):
+        _numbered = (history, turns, turn)
+    return turns, turn
 
 
 def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
@@ -148,12 +167,17 @@ def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
 
 
 def show(history: Sequence[Message], count: Callable[[str], int],
-         render: Callable[[int, str], str] = pointer) -> list[Shown]:
+         render: Callable[[int, str], str] = pointer, after: int = 0) -> list[Shown]:
     """The messages a prompt may show (visible messages and file contexts) with their parts and
-    pointers (`render(turn, label)`). The latest reply is never masked."""
+    pointers (`render(turn, label)`), of the turns after `after` (those up to it are folded into
+    a summary: no prompt shows them). The latest reply is never masked."""
     turns = turn_numbers(history)
+    if after > 0:
+        kept = [(message, turn) for message, turn in zip(history, turns) if turn > after]
+    else:
+        kept = list(zip(history, turns))
     by_turn: dict[int, list[Message]] = {}
-    for message, turn in zip(history, turns):
+    for message, turn in kept:
         if message.kind == FILE_CONTEXT:
             by_turn.setdefault(turn, []).append(message)
     labels: dict[int, str] = {}
@@ -161,7 +185,7 @@ def show(history: Sequence[Message], count: Callable[[str], int],
         labels.update(file_labels(contexts))
     last_reply = next((m.id for m in reversed(history) if m.role == "assistant" and not m.hidden), None)
     shown: list[Shown] = []
-    for message, turn in zip(history, turns):
+    for message, turn in kept:
         if message.kind == FILE_CONTEXT:
             shown.append(Shown(message, turn, (Part(message.content, render(turn, labels[message.id])),)))
         elif message.hidden:

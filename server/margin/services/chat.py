@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from margin.core import pointers
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, texts_to_count
+from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, shown_history, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
@@ -190,13 +190,14 @@ class ChatService:
         counter = profile.counter
         tokenizer = counter.name
         thread = await self.threads.thread_for(ask.where)
-        history = await self.threads.timeline(thread.id)
+        history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
         job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
         chat = ChatInput(history, await gather(job))
-        known = {m.content: m.tokens[tokenizer] for m in history if tokenizer in m.tokens}
-        await self._count(texts_to_count(chat), known, counter)
+        shown = shown_history(chat)  # not the turns folded into the summary: no prompt shows them
+        known = {m.content: m.tokens[tokenizer] for m in shown if tokenizer in m.tokens}
+        await self._count(texts_to_count(chat, shown), known, counter)
         chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show
-        await self._count(texts_to_count(chat), known, counter)
+        await self._count(texts_to_count(chat, shown), known, counter)
         framing = await framing_tokens(counter)
         assembly, counted_tokens = await fit_prompt(
             lambda room: assemble_chat(chat, known.__getitem__, context_window=room,

@@ -85,8 +85,10 @@ async def pointer_legend(job: Job) -> Pointers:
     chat, profile = job.chat, job.profile
     offered = recall_tool.TOOLS if job.tools and chat.recall_tool and profile.tools else ()
     legend = profile.pointer_legend(pointers.RECALL_BY_TOOL if offered else pointers.RECALL_BY_USER)
+    folded = await summary(job)  # the turns it folds are not shown: no pointers are made for them
     return Pointers(legend, chat.masking, chat.render_pointer, tools=offered,
-                    tools_tokens=await tools_tokens(profile.counter, offered))
+                    tools_tokens=await tools_tokens(profile.counter, offered),
+                    after=folded.to_turn if folded is not None else 0)
 
 
 GATHERERS: dict[str, Gatherer] = {

@@ -136,7 +136,8 @@ class Retrieval:
         edited = [file_id(f.uri) for f in self.app.files.recently_edited() if f in mine]
         signals = Signals(index.history, active + [file_id(f.uri) for f in mine], edited)
         hits = index.index.search(message, limit=limit, signals=signals, exclude={file_id(uri) for uri in shown})
-        refs = [ref for hit in hits if hit.similarity > 0 and (ref := self._ref(index, hit)) is not None]
+        lines: dict[str, list[str] | None] = {}  # a file's lines, read once for its windows
+        refs = [ref for hit in hits if hit.similarity > 0 and (ref := self._ref(index, hit, lines)) is not None]
         log.info("retrieval files=%d hits=%d snippets=%d ms=%.1f", len(index.index), len(hits), len(refs),
                  (time.perf_counter() - started) * 1000)
         return refs
@@ -188,13 +189,15 @@ class Retrieval:
             return NoStoredIndex()
         return self.app.workspace_access.index_store(index.folder, self.app.storage.path.parent / "index")
 
-    def _ref(self, index: FolderIndex, hit: Hit) -> FileRef | None:
+    def _ref(self, index: FolderIndex, hit: Hit, read: dict[str, list[str] | None]) -> FileRef | None:
         uri = f"{index.prefix}{quote(hit.file_id)}"
-        open_file = self.app.files.get(uri)
-        text = open_file.text if open_file is not None else read_for_index(index.files, hit.file_id)
-        if text is None:
+        if hit.file_id not in read:
+            open_file = self.app.files.get(uri)
+            text = open_file.text if open_file is not None else read_for_index(index.files, hit.file_id)
+            read[hit.file_id] = text.splitlines(keepends=True) if text is not None else None
+        if (every_line := read[hit.file_id]) is None:
             return None
-        lines = text.splitlines(keepends=True)[hit.start_line:hit.end_line]
+        lines = every_line[hit.start_line:hit.end_line]
         if not "".join(lines).strip():
             return None
         first, last = hit.start_line + 1, hit.start_line + len(lines)

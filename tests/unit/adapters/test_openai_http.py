@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 
@@ -76,6 +77,34 @@ async def test_stream_yields_text_in_order_then_finish_and_usage(fake, provider)
     assert deltas[-1].usage is not None and deltas[-1].usage.prompt_tokens == 9
     assert fake.requests[0]["stream"] is True
     assert fake.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_streamed_requests_reuse_one_connection(fake, provider):
+    """Request overhead (#24): the body after `[DONE]` is read, so the connection goes back to the
+    pool rather than being closed (a new TCP connection a request)."""
+    accepted = []
+    process = fake._server.process_request
+    fake._server.process_request = lambda request, address: (accepted.append(address), process(request, address))
+    for n in range(3):
+        fake.script(reply(f"Reply {n}.", chunk_size=4))
+        assert "".join(d.text for d in await collect(provider)) == f"Reply {n}."
+    assert len(accepted) == 1
+
+
+async def test_a_body_left_open_after_done_is_not_waited_for():
+    async def body():
+        yield b'data: {"choices":[{"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+        await asyncio.sleep(30)
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=body()))
+    p = OpenAICompatibleProvider("http://backend.test/v1", timeout_s=60.0, transport=transport)
+    try:
+        async with asyncio.timeout(5):
+            deltas = await collect(p)
+    finally:
+        await p.aclose()
+    assert [(d.text, d.finish_reason) for d in deltas] == [("Hi", "stop")]
 
 
 async def test_api_key_is_sent_as_bearer_token(fake):

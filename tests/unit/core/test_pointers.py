@@ -186,6 +186,17 @@ def test_the_latest_reply_is_never_masked_however_long_and_with_its_ops():
     assert [p.text for p in latest.parts] == [long_reply, pointers.ops_block(ops)]
 
 
+def test_show_after_a_fold_is_the_whole_show_less_the_folded_turns():
+    """Request overhead (#24): the turns a summary folds are left out of `show` (no prompt shows
+    them); what it shows of the turns after is exactly what the whole thread's `show` does."""
+    session = Session(3, 5)
+    for _ in range(30):
+        session.turn(8192)
+    whole = pointers.show(session.history, count)
+    for after in (0, 1, 7, 16, 29, 30, 40):
+        assert pointers.show(session.history, count, after=after) == [e for e in whole if e.turn > after]
+
+
 def test_pointers_are_short_and_name_turn_and_file():
     assert pointers.pointer(42, "parser.py") == "[t42 parser.py]"
     assert count("[t42 parser.py]") <= 5 and count("[t42 ops]") <= 5 and count("[t300 reply]") <= 5
@@ -224,3 +235,17 @@ def test_a_file_label_is_the_shortest_tail_of_its_path_no_other_file_of_the_turn
         assert labels[i] == tail(path, depth)
         assert depth == path.count("/") + 1 or all(tail(other, depth) != labels[i] for other in others)
         assert depth == 1 or any(tail(other, depth - 1) == tail(path, depth - 1) for other in others)
+
+
+def test_a_thread_as_a_tuple_is_numbered_once_and_the_same_as_a_list():
+    """Request overhead (#24): a request numbers its thread (a tuple: it cannot change) once."""
+    session = Session(2, 3)
+    for _ in range(12):
+        session.turn(8192)
+    thread = tuple(session.history)
+    turns = pointers.turn_numbers(thread)
+    assert turns == pointers.turn_numbers(list(thread)) and pointers.turn_numbers(thread) is turns
+    assert pointers.user_turns(thread) == sum(1 for m in thread if m.role == "user" and not m.hidden
+                                              and m.kind != FILE_CONTEXT) == 12
+    shorter = thread[:-2]
+    assert pointers.turn_numbers(shorter) == turns[:-2] and pointers.user_turns(shorter) == 11

@@ -9,9 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core.assemble import assemble_chat
+from margin.core.file_block import render_file
 from margin.core.sources import registry
+from margin.core.sources.base import FileRef, render
 from margin.core.sources.snippets import Snippets
 from margin.core.tokens.counter import heuristic_count
+from margin.core.vfs import VirtualFile
 from tests.unit.core.diagnostics_source import DIAGNOSTICS, HEADING
 from tests.unit.core.test_assemble import chat_input, ref
 from tests.unit.core.test_assemble_memories import history, snippet
@@ -88,3 +91,17 @@ def test_a_new_source_never_takes_the_prompt_over_the_limit(window, count, words
     assert result.messages[-1].content.endswith("Why does it fail?")  # the required message is whole
     kept = [item.payload for item in result.plan.section("diagnostics").kept][::-1]
     assert kept == problems(count, words)[: len(kept)]  # only the least severe are ever cut
+
+
+def test_a_file_block_is_rendered_once_for_its_id_language_and_text():
+    """Request overhead (#24): the block is kept, the same string each time, and is exactly the
+    file's rendering; a changed text, id or language is a new block."""
+    def block(file_id: str, text: str, language: str = "python") -> str:
+        return render(FileRef(VirtualFile(f"file:///ws/{file_id}", language, 1, text), file_id))
+
+    first = block("a.py", "x = 1\n")
+    assert first == render_file("a.py", "python", VirtualFile("u", "python", 1, "x = 1\n").fingerprint, "x = 1\n")
+    assert block("a.py", "x = 1\n") is first
+    assert block("a.py", "x = 2\n") != first
+    assert block("b.py", "x = 1\n").startswith("File b.py ")
+    assert block("a.py", "x = 1\n", "text").startswith("File a.py (text, ")

@@ -12,7 +12,7 @@ that share a query term), then windows inside the best files only.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -33,6 +33,8 @@ CANDIDATE_POOL = 200
 code alone, a file can still be ranked through its path, history or co-change, with its code
 score possibly under-counted. A workspace this small is scored exactly."""
 _K1 = 1.2
+SPARSE_TERM = 4
+"""A term on fewer than one line in this many windows has only its lines' windows visited."""
 
 
 class RetrievalIndex:
@@ -190,15 +192,23 @@ class RetrievalIndex:
         starts = list(range(0, last + 1, WINDOW_STRIDE))
         if starts[-1] != last:
             starts.append(last)
-        scored = []
-        for start in starts:
-            end = start + WINDOW_LINES
-            score = 0.0
-            for numbers, weight in holding:
-                tf = bisect_left(numbers, end) - bisect_left(numbers, start)
+        # Each window's score adds its terms' parts in the terms' order. A term on few lines
+        # visits only the windows those lines fall in; one on many, every window (two bisects).
+        scores = [0.0] * len(starts)
+        for numbers, weight in holding:
+            if len(numbers) * SPARSE_TERM < len(starts):
+                tfs: dict[int, int] = {}
+                for number in numbers:
+                    for at in range(bisect_right(starts, number - WINDOW_LINES), bisect_right(starts, number)):
+                        tfs[at] = tfs.get(at, 0) + 1
+                for at, tf in tfs.items():
+                    scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
+                continue
+            for at, start in enumerate(starts):
+                tf = bisect_left(numbers, start + WINDOW_LINES) - bisect_left(numbers, start)
                 if tf:
-                    score += weight * tf * (_K1 + 1) / (tf + _K1)
-            scored.append((score, -start))
+                    scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
+        scored = [(score, -start) for score, start in zip(scores, starts)]
         scored.sort(reverse=True)
         chosen: list[tuple[int, int, float]] = []
         for score, neg_start in scored:

@@ -14,6 +14,7 @@ others left unused.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -49,9 +50,26 @@ class FileRef:
     file_id: str
 
 
+BLOCKS_KEPT_CHARS = 4_000_000
+"""The rendered blocks `render` keeps, in characters: the files of the last few requests."""
+_blocks: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+
+
 def render(ref: FileRef) -> str:
-    """The file as the model sees it (core.file_block)."""
-    return render_file(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
+    """The file as the model sees it (core.file_block). A request renders each of its files
+    several times (to count, to assemble, each round), and the next request the same files:
+    the block is kept by file id, language and fingerprint (the text's sha256), which decide it,
+    and is the same string each time (its hash computed once)."""
+    key = (ref.file_id, ref.file.language_id, ref.file.fingerprint)
+    block = _blocks.get(key)
+    if block is not None:
+        _blocks.move_to_end(key)
+        return block
+    block = _blocks[key] = render_file(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
+    kept = sum(map(len, _blocks.values()))
+    while kept > BLOCKS_KEPT_CHARS and len(_blocks) > 1:
+        kept -= len(_blocks.popitem(last=False)[1])
+    return block
 
 
 class Sent(NamedTuple):

@@ -47,11 +47,14 @@ class Pointers:
     """tools offered with the legend (the `recall` tool), and `tools_tokens`, what their
     definitions cost"""
     tools_tokens: int = 0
+    after: int = 0
+    """the turns up to this one are folded into the summary the prompt shows (core.summary):
+    their messages are shown by no prompt, so no pointer is made for them"""
 
 
 def current_turn(history: Sequence[Message]) -> int:
     """The number of the turn being asked: one more than the user messages stored."""
-    return 1 + sum(1 for m in history if m.role == "user" and not m.hidden and m.kind != FILE_CONTEXT)
+    return 1 + pointers.user_turns(history)
 
 
 def _tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
@@ -115,12 +118,13 @@ class PointerSource(Source):
         if given.shown is not None:
             return given
         return Pointers(given.legend, given.masking, given.render_pointer,
-                        pointers.show(thread, count, given.render_pointer), given.tools, given.tools_tokens)
+                        pointers.show(thread, count, given.render_pointer, given.after), given.tools,
+                        given.tools_tokens, given.after)
 
     def prepare(self, draft: Draft) -> None:
         given: Pointers = draft.input(self)
         draft.shown = given.shown if given.shown is not None else pointers.show(draft.thread, draft.count,
-                                                                               given.render_pointer)
+                                                                               given.render_pointer, given.after)
 
     def section(self, draft: Draft) -> Section:
         given: Pointers = draft.input(self)

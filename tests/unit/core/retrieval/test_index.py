@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
+from bisect import bisect_left
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core.retrieval import index as index_module
-from margin.core.retrieval.index import WINDOW_LINES, RetrievalIndex
+from margin.core.retrieval.filedata import from_text
+from margin.core.retrieval.index import _K1, WINDOW_LINES, WINDOW_STRIDE, RetrievalIndex
 from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FACT_TYPE, combine
 from margin.core.retrieval.signals import Commit, History, Signals
 
@@ -221,3 +224,57 @@ def test_each_signal_decides_the_order_when_the_text_ties():
     assert ranked(Signals(None, (), ("b_signal.py",))) == ["b_signal.py", "a_plain.py"]  # priority
     recent = History([Commit(2, ("b_signal.py",), ""), Commit(1, ("README.md",), "")])
     assert ranked(Signals(recent, (), ())) == ["b_signal.py", "a_plain.py"]  # recency
+
+
+def _best_windows_per_window(entry, idf, per_file):
+    """`_best_windows` as it was before #24 (two bisects a term in every window): the reference."""
+    names = entry.term_list()
+    found = [(entry.line_numbers(names, t), weight) for t, weight in idf.items() if weight > 0]
+    holding = [(numbers, weight) for numbers, weight in found if numbers is not None]
+    lines = entry.lines
+    last = max(lines - WINDOW_LINES, 0)
+    starts = list(range(0, last + 1, WINDOW_STRIDE))
+    if starts[-1] != last:
+        starts.append(last)
+    scored = []
+    for start in starts:
+        end = start + WINDOW_LINES
+        score = 0.0
+        for numbers, weight in holding:
+            tf = bisect_left(numbers, end) - bisect_left(numbers, start)
+            if tf:
+                score += weight * tf * (_K1 + 1) / (tf + _K1)
+        scored.append((score, -start))
+    scored.sort(reverse=True)
+    chosen = []
+    for score, neg_start in scored:
+        start = -neg_start
+        if all(start >= e or start + WINDOW_LINES <= s for s, e, _ in chosen):
+            chosen.append((start, min(start + WINDOW_LINES, lines), score))
+            if len(chosen) == per_file or score == 0.0:
+                break
+    return chosen
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), lines=st.integers(1, 900), per_file=st.integers(1, 3))
+def test_best_windows_are_exactly_those_of_scoring_every_window(seed, lines, per_file):
+    """Request overhead (#24): a rare term visits only its lines' windows; the windows and their
+    scores are bit for bit those of two bisects a term in every window (every term sparse, none,
+    and as chosen)."""
+    rng = random.Random(seed)
+    vocabulary = [f"word{i}" for i in range(40)]
+    frequent = rng.sample(vocabulary, 3)
+    text = "\n".join(" ".join(rng.choice(frequent) if rng.random() < 0.5 else rng.choice(vocabulary)
+                              for _ in range(rng.randint(0, 3))) if rng.random() < 0.8 else ""
+                     for _ in range(lines))
+    entry = from_text(text, "sha256:x")
+    idf = {term: rng.choice([0.0, rng.uniform(0.01, 9.0)]) for term in rng.sample(vocabulary, 8)}
+    expected = _best_windows_per_window(entry, idf, per_file)
+    chosen = index_module.SPARSE_TERM
+    try:
+        for sparse in (0, chosen, 10**9):
+            index_module.SPARSE_TERM = sparse
+            assert RetrievalIndex._best_windows(entry, idf, per_file) == expected
+    finally:
+        index_module.SPARSE_TERM = chosen
