@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tokens import source_corpus
-from margin.core.budget import Item, Section, plan
+from margin.core.budget import Item, Section, Window, plan
 from margin.core.tokens.counter import CountCache, OpenAIFraming
 from margin.core.tokens.local import tiktoken_counter
 from timing import finish, verdict
@@ -34,8 +34,7 @@ def assemble(contents: list[str], counts: list[int]) -> dict:
         Section("history", exchanges, share=0.6, protect_last=2, drop_reason="older than the kept history"),
         Section("newest", (Item("newest", 120),), required=True),
     ]
-    result = plan(sections, context_window=WINDOW, reserved_output=8192, tokenizer="tiktoken:o200k_base",
-                  exact=True, framing_tokens=OpenAIFraming.REPLY_PRIMING)
+    result = plan(sections, Window(WINDOW, 8192, "tiktoken:o200k_base", True, OpenAIFraming.REPLY_PRIMING))
     return result.report()
 
 

@@ -47,6 +47,7 @@ from tests.fakes.fake_openai import FakeBackend, reply
 from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.core import pointers
 from margin.core.assemble import ChatInput, assemble_chat
+from margin.core.budget import Window
 from margin.core.sources.message import Newest
 from margin.core.sources.thread import Pointers
 from margin.core.tokens.local import tiktoken_counter
@@ -269,8 +270,7 @@ def assembly_times(run: Run) -> None:
         shown = pointers.show(history, counted) if masking else None
         inputs = {"system": "You are Margin.", "message": Newest("and now?"),
                   "pointers": Pointers(masking=masking, shown=shown)}
-        assemble_chat(ChatInput(history, inputs), counted, context_window=run.window, reserved_output=OUTPUT,
-                      tokenizer="tiktoken:o200k_base", exact=True)
+        assemble_chat(ChatInput(history, inputs), counted, Window(run.window, OUTPUT, "tiktoken:o200k_base", True))
         return time.perf_counter() - started
 
     once(True), once(False)  # every text counted once

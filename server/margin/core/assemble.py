@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from margin.core.budget import Plan, plan, safety_margin
+from margin.core.budget import Plan, Window, plan
 from margin.core.llm import ChatMessage
 from margin.core.pointers import turn_numbers
 from margin.core.sources import base, registry
@@ -114,16 +114,7 @@ def merge_roles(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     return merged
 
 
-def assemble_chat(
-    chat: ChatInput,
-    count: Callable[[str], int],
-    *,
-    context_window: int,
-    reserved_output: int,
-    tokenizer: str,
-    exact: bool,
-    framing_tokens: int = 0,
-) -> ChatAssembly:
+def assemble_chat(chat: ChatInput, count: Callable[[str], int], window: Window) -> ChatAssembly:
     """The prompt to send for `chat`. `count` must know every text involved (the service
     counts them first, from stored counts or the tokenizer: texts_to_count)."""
     sources = list(registry.SOURCES)
@@ -138,8 +129,8 @@ def assemble_chat(
     candidates = {ref.file.uri: ref for source in sources for ref in source.contexts(chat.input(source))}
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}
-    room = context_window - reserved_output - safety_margin(context_window, exact)
-    draft = Draft(chat.inputs, chat.history, count, room, framing_tokens, latest,
+    room = window.context_window - window.reserved_output - window.margin
+    draft = Draft(chat.inputs, chat.history, count, room, window.framing_tokens, latest,
                   {uri: base.render(ref) for uri, ref in candidates.items()}, resend)
     for source in sources:
         source.prepare(draft)
@@ -151,9 +142,7 @@ def assemble_chat(
             draft.sections[source.name] = source.section(draft)
         for source in staged:
             draft.sections[source.name] = source.settle(draft, draft.sections[source.name])
-        result = plan([draft.sections[source.name] for source in sources], context_window=context_window,
-                      reserved_output=reserved_output, tokenizer=tokenizer, exact=exact,
-                      framing_tokens=framing_tokens)
+        result = plan([draft.sections[source.name] for source in sources], window)
         if result.over_budget:
             return ChatAssembly([], result)
         kept_contexts = {sent.message.uri for item in result.section(HISTORY).kept for sent in item.payload
@@ -172,7 +161,7 @@ def assemble_chat(
     new_contexts = [
         NewMessage(CONTEXT_ROLE, draft.blocks[ref.file.uri], hidden=True, kind=FILE_CONTEXT,
                    uri=ref.file.uri, fingerprint=ref.file.fingerprint, meta={"file_id": ref.file_id},
-                   tokens={tokenizer: count(draft.blocks[ref.file.uri])})
+                   tokens={window.tokenizer: count(draft.blocks[ref.file.uri])})
         for ref in draft.sent
     ]
     superseded += [latest[ref.file.uri].id for ref in draft.sent if ref.file.uri in latest]

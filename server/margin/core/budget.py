@@ -40,6 +40,23 @@ def safety_margin(context_window: int, exact: bool) -> int:
     return math.ceil(context_window * (0.02 if exact else 0.05)) + (8 if exact else 16)
 
 
+@dataclass(frozen=True)
+class Window:
+    """What a request may spend: the model's context window less the output it reserves, as
+    counted with `tokenizer` (`exact`: its counts are exact, not an upper bound);
+    `framing_tokens`: the fixed cost of the prompt's framing (reply priming, begin-of-text)."""
+
+    context_window: int
+    reserved_output: int
+    tokenizer: str
+    exact: bool
+    framing_tokens: int = 0
+
+    @property
+    def margin(self) -> int:
+        return safety_margin(self.context_window, self.exact)
+
+
 class Item(NamedTuple):
     """A piece of a section that is kept or dropped whole (a turn, a file's context, a
     fragment). `payload` travels with it for the caller. (A tuple: threads hold thousands.)"""
@@ -235,22 +252,14 @@ class _Cut:
                              section.cut_before + section.items[: self.start], section.drop_reason)
 
 
-def plan(
-    sections: Sequence[Section],
-    *,
-    context_window: int,
-    reserved_output: int,
-    tokenizer: str,
-    exact: bool,
-    framing_tokens: int = 0,
-    margin: int | None = None,
-) -> Plan:
+def plan(sections: Sequence[Section], window: Window, *, margin: int | None = None) -> Plan:
     """Decide what is sent. `sections` are given in prompt order; the cuttable ones are cut in
-    the order they appear. `framing_tokens` is the fixed cost of the prompt's framing (reply
-    priming, begin-of-text). Raises SystemPromptTooLarge when the required system prompt
-    cannot fit on its own."""
+    the order they appear. Raises SystemPromptTooLarge when the required system prompt cannot
+    fit on its own."""
+    context_window, reserved_output, tokenizer, exact, framing_tokens = (
+        window.context_window, window.reserved_output, window.tokenizer, window.exact, window.framing_tokens)
     if margin is None:
-        margin = safety_margin(context_window, exact)
+        margin = window.margin
     limit = max(0, context_window - reserved_output - margin)
     required = [s for s in sections if s.required]
     system_tokens = sum(i.tokens for s in required if s.is_system for i in s.items)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from margin.core import instructions as rules
 from margin.core.answer_schema import answer_schema
-from margin.core.budget import Item, Plan, Section, plan
+from margin.core.budget import Item, Plan, Section, Window, plan
 from margin.core.editops import json_answer_fragment, parse_answer
 from margin.core.file_block import fence, file_header
 from margin.core.llm import ChatMessage
@@ -208,8 +208,7 @@ def fixed_texts(edit: EditInput) -> list[str]:
             *(text for _, text in edit.optional_system), *rules.texts_to_count(edit.instructions)]
 
 
-def assemble_edit(edit: EditInput, count: Callable[[str], int], *, context_window: int,
-                  reserved_output: int, tokenizer: str, exact: bool, framing_tokens: int = 0,
+def assemble_edit(edit: EditInput, count: Callable[[str], int], window: Window, *,
                   message_overhead: int = 0) -> EditAssembly:
     """The prompt for a selection edit. The system prompt, the code to rewrite and the
     instruction are never cut; the code before (its farthest lines first) and after (likewise)
@@ -231,8 +230,7 @@ def assemble_edit(edit: EditInput, count: Callable[[str], int], *, context_windo
         Section("selection", (Item("code to rewrite and instruction",
                                    count(skeleton) + max(frame, 0) + message_overhead),), required=True),
     ]
-    result = plan(sections, context_window=context_window, reserved_output=reserved_output,
-                  tokenizer=tokenizer, exact=exact, framing_tokens=framing_tokens)
+    result = plan(sections, window)
     if result.over_budget:
         return EditAssembly([], result)
     before = _kept_text(result, "prefix", edit.before)

@@ -19,7 +19,7 @@ from typing import Any
 
 from margin.core import pointers
 from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, shown_history, texts_to_count
-from margin.core.budget import BudgetReport, SystemPromptTooLarge
+from margin.core.budget import BudgetReport, SystemPromptTooLarge, Window
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
 from margin.core.threads import Message, NewMessage, Thread
@@ -200,9 +200,8 @@ class ChatService:
         await self._count(texts_to_count(chat, shown), known, counter)
         framing = await framing_tokens(counter)
         assembly, counted_tokens = await fit_prompt(
-            lambda room: assemble_chat(chat, known.__getitem__, context_window=room,
-                                       reserved_output=profile.max_output_tokens, tokenizer=tokenizer,
-                                       exact=counter.exact, framing_tokens=framing),
+            lambda room: assemble_chat(chat, known.__getitem__,
+                                       Window(room, profile.max_output_tokens, tokenizer, counter.exact, framing)),
             counter, profile.window)
         return Prepared(profile, thread, assembly, job.newest, ask.message, counted_tokens, job.files, history, ask)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin import logs
-from margin.core.budget import BudgetReport
+from margin.core.budget import BudgetReport, Window
 from margin.core.completion import formats
 from margin.core.completion.postprocess import CompletionContext, Suggestion, clean
 from margin.core.completion.prompt import (
@@ -296,11 +296,12 @@ class CompletionService:
         reach = profile.window * CONTEXT_CHARS_PER_TOKEN
         count = self.short_counts.counting(
             counter, await sync_count(counter, [fixed, *map(render, extra)], [prefix[-reach:], suffix[:reach]]))
+        framing = await framing_tokens(counter) if route == "chat" else 0
         return assemble_completion(
-            CompletionInput(file_id, language, prefix, suffix, extra), count, context_window=profile.window,
-            reserved_output=profile.max_output_tokens, tokenizer=counter.name, exact=counter.exact,
-            framing_tokens=await framing_tokens(counter) if route == "chat" else 0, fixed_tokens=count(fixed),
-            render_snippet=render, recent=self.short_counts.recent if isinstance(counter, LocalCounter) else None,
+            CompletionInput(file_id, language, prefix, suffix, extra), count,
+            Window(profile.window, profile.max_output_tokens, counter.name, counter.exact, framing),
+            fixed_tokens=count(fixed), render_snippet=render,
+            recent=self.short_counts.recent if isinstance(counter, LocalCounter) else None,
             cuts=counter.line_cuts if isinstance(counter, LocalCounter) else None)
 
     async def _send(self, route: formats.Route, family: formats.FimFamily | None, prompt: CompletionPrompt,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
-from margin.core.budget import BudgetReport, SystemPromptTooLarge
+from margin.core.budget import BudgetReport, SystemPromptTooLarge, Window
 from margin.core.editops import ApplyPlan, OffsetEdit, plan_apply
 from margin.core.llm import ProviderError
 from margin.core.selection_edit import (
@@ -170,9 +170,8 @@ class SelectionEditService:
             count = await sync_count(counter, fixed_texts(edit), [edit.before, edit.after])
             framing = await framing_tokens(counter)
             assembly, counted = await fit_prompt(
-                lambda room: assemble_edit(edit, count, context_window=room,
-                                           reserved_output=profile.max_output_tokens, tokenizer=counter.name,
-                                           exact=counter.exact, framing_tokens=framing,
+                lambda room: assemble_edit(edit, count, Window(room, profile.max_output_tokens, counter.name,
+                                                               counter.exact, framing),
                                            message_overhead=PER_MESSAGE_OVERHEAD),
                 counter, window)
         except SystemPromptTooLarge as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from margin.core.assemble import ChatInput, FileRef, assemble_chat, merge_roles
+from margin.core.budget import Window
 from margin.core.file_block import parse_file_blocks
 from margin.core.llm import ChatMessage
 from margin.core.sources.message import Newest
@@ -34,9 +35,8 @@ class Thread:
         self.messages: list[Message] = []
 
     def turn(self, newest: str, files: list[FileRef], *, window: int = 8000, output: int = 500):
-        result = assemble_chat(chat_input(self.messages, newest, files, optional=[("style", "Be brief.")]),
-                               heuristic_count, context_window=window, reserved_output=output,
-                               tokenizer="heuristic", exact=False)
+        result = assemble_chat(chat_input(self.messages, newest, files, optional=[("style", "Be brief.")]), heuristic_count,
+                               Window(window, output, "heuristic", False))
         if result.over_budget:
             return result
         self.messages += [stored(m) for m in result.new_contexts]  # nothing stored is ever removed

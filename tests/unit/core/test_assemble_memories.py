@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core.assemble import FileRef, assemble_chat
+from margin.core.budget import Window
 from margin.core.instructions import InstructionFile
 from margin.core.sources.instructions import Rules
 from margin.core.sources.snippets import Snippets
@@ -34,8 +35,8 @@ def history(turns: int, words: int = 120) -> list:
 
 
 def assemble(history=(), files=(), **inputs):
-    return assemble_chat(chat_input(history, "What now?", files, **inputs), heuristic_count, context_window=WINDOW,
-                         reserved_output=OUTPUT, tokenizer="heuristic", exact=False)
+    return assemble_chat(chat_input(history, "What now?", files, **inputs), heuristic_count,
+                         Window(WINDOW, OUTPUT, "heuristic", False))
 
 
 def section(result, name):
@@ -93,9 +94,7 @@ def test_never_over_the_limit_snippets_in_rank_order_and_retained_once_sent(turn
     sent: set[str] = set()
     for _ in range(2):
         result = assemble_chat(chat_input(thread.messages, "Go on.", snippets=Snippets(snippets, share),
-                                          memories=memories),
-                               heuristic_count, context_window=WINDOW, reserved_output=OUTPUT,
-                               tokenizer="heuristic", exact=False)
+                                          memories=memories), heuristic_count, Window(WINDOW, OUTPUT, "heuristic", False))
         assert result.plan.total <= result.plan.limit
         shown = [item.payload.file_id for item in section(result, "snippets").kept][::-1]
         ranks = [next(i for i, s in enumerate(snippets) if s.file_id == name) for name in shown]

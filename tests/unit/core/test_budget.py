@@ -12,6 +12,7 @@ from margin.core.budget import (
     Section,
     SectionReport,
     SystemPromptTooLarge,
+    Window,
     plan,
     safety_margin,
     system_prompt_warning,
@@ -51,8 +52,7 @@ def prompts(draw):
 
 
 def run(sections, window, output):
-    return plan(sections, context_window=window, reserved_output=output, tokenizer="heuristic",
-                exact=False, framing_tokens=5)
+    return plan(sections, Window(window, output, "heuristic", False, 5))
 
 
 def floors(sections, result):
@@ -119,7 +119,7 @@ def history_case(window: int, turns: list[int], **section_args):
         Section("history", items("turn", turns), drop_reason="older than the kept history", **section_args),
         Section("newest", items("newest", [50]), required=True),
     ]
-    return plan(sections, context_window=window, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    return plan(sections, Window(window, 100, "t", True), margin=0)
 
 
 def test_oldest_whole_turns_are_dropped_first_with_reasons():
@@ -140,12 +140,12 @@ def test_protected_recent_exchanges_go_only_when_nothing_else_can():
         Section("context", items("file", [150, 150])),
         Section("newest", items("newest", [50]), required=True),
     ]
-    result = plan(sections, context_window=700, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    result = plan(sections, Window(700, 100, "t", True), margin=0)
     # 450 available, 600 needed: history gives turn0 (100), then context gives a file (150),
     # and the two protected turns survive even though history comes first in the cut order.
     assert [i.id for i in result.section("history").kept] == ["turn1", "turn2"]
     assert [i.id for i in result.section("context").kept] == ["file1"]
-    tight = plan(sections, context_window=420, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    tight = plan(sections, Window(420, 100, "t", True), margin=0)
     # 170 available: the first pass empties context; the second pass cuts into the protected turns.
     assert tight.section("context").tokens == 0
     assert [i.id for i in tight.section("history").kept] == ["turn2"]
@@ -161,10 +161,10 @@ def test_share_is_reserved_and_unused_share_is_borrowed():
         ]
     # 800 available: each share is 400. Context needs 600 > its share, history 800 > its share:
     # history is cut first, but only down to its share; then context is cut to fit.
-    both = plan(sections([300, 300]), context_window=1100, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    both = plan(sections([300, 300]), Window(1100, 100, "t", True), margin=0)
     assert both.section("history").tokens == 400 and both.section("context").tokens == 300
     # Context needs only 100 of its 400: history borrows the other 300.
-    lending = plan(sections([100]), context_window=1100, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    lending = plan(sections([100]), Window(1100, 100, "t", True), margin=0)
     assert lending.section("context").tokens == 100 and lending.section("history").tokens == 700
 
 
@@ -177,7 +177,7 @@ def test_prefix_is_trimmed_line_aligned_before_history_is_touched():
         Section("history", items("turn", [60, 60])),
         Section("newest", items("newest", [20]), required=True),
     ]
-    result = plan(sections, context_window=400, reserved_output=50, tokenizer="h", exact=False, margin=0)
+    result = plan(sections, Window(400, 50, "h", False), margin=0)
     prefix = result.section("prefix")
     assert prefix.trimmed.text and text.endswith(prefix.trimmed.text)
     assert prefix.trimmed.text.startswith("line ") and prefix.trimmed.text.count("\n") < 40
@@ -205,7 +205,7 @@ def test_required_parts_that_do_not_fit_are_over_budget_with_sizes():
         Section("history", items("turn", [10])),
         Section("newest", items("newest", [900]), required=True),
     ]
-    result = plan(sections, context_window=1000, reserved_output=100, tokenizer="t", exact=True, margin=0)
+    result = plan(sections, Window(1000, 100, "t", True), margin=0)
     assert result.over_budget is not None
     assert "need 1000 tokens (newest 900, system 100), but only 900 fit" in result.over_budget
     assert result.section("history").dropped[0].reason == "the required parts alone do not fit"
@@ -213,8 +213,7 @@ def test_required_parts_that_do_not_fit_are_over_budget_with_sizes():
 
 def test_system_prompt_that_cannot_fit_fails_loudly_with_sizes():
     with pytest.raises(SystemPromptTooLarge) as caught:
-        plan([Section("system", items("s", [5000]), required=True, is_system=True)],
-             context_window=4096, reserved_output=1024, tokenizer="t", exact=True)
+        plan([Section("system", items("s", [5000]), required=True, is_system=True)], Window(4096, 1024, "t", True))
     assert "5000 tokens" in str(caught.value) and "4096" in str(caught.value)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from margin.core import pointers
 from margin.core.assemble import FileRef, assemble_chat
+from margin.core.budget import Window
 from margin.core.file_block import parse_file_blocks
 from margin.core.sources.thread import Pointers
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
@@ -55,9 +56,7 @@ class Session:
         newest = f"question {len(self.history)}: what does value_{self.rng.randrange(9)} do?"
         before = copy.deepcopy(self.history)
         result = assemble_chat(chat_input(self.history, newest, self.refs(), optional=[("style", "Be brief.")],
-                                          pointers=Pointers(LEGEND)),
-                               count, context_window=window, reserved_output=output,
-                               tokenizer="tiktoken:o200k_base", exact=True)
+                                          pointers=Pointers(LEGEND)), count, Window(window, output, "tiktoken:o200k_base", True))
         assert self.history == before  # assembling never changes what is stored
         if result.over_budget:
             return result

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from margin.core.budget import Window
 from margin.core.editops import ReplyRejected
 from margin.core.selection_edit import (
     Diagnostic,
@@ -127,7 +128,7 @@ def edit_input(before: str, shown: str, after: str, instruction: str = "rename x
 
 def test_everything_is_sent_when_it_fits():
     edit = edit_input("import os\n", "x = 1\n", "print(x)\n")
-    assembly = assemble_edit(edit, words, context_window=4096, reserved_output=100, tokenizer="words", exact=True)
+    assembly = assemble_edit(edit, words, Window(4096, 100, "words", True))
     assert assembly.over_budget is None
     system, user = assembly.messages
     assert system.content == "You rewrite code.\n\nBe careful with indentation."
@@ -140,8 +141,7 @@ def test_the_code_around_is_trimmed_farthest_lines_first_and_the_selection_stays
     before = "".join(f"before_{i} = {i}\n" for i in range(200))
     after = "".join(f"after_{i} = {i}\n" for i in range(200))
     shown = "".join(f"selected_{i} = {i}\n" for i in range(20))
-    assembly = assemble_edit(edit_input(before, shown, after), words, context_window=700, reserved_output=100,
-                             tokenizer="words", exact=True)
+    assembly = assemble_edit(edit_input(before, shown, after), words, Window(700, 100, "words", True))
     assert assembly.over_budget is None
     user = assembly.messages[1].content
     assert shown in user and "before_199 = 199\n" in user and "after_0 = 0\n" in user
@@ -154,8 +154,7 @@ def test_the_code_around_is_trimmed_farthest_lines_first_and_the_selection_stays
 
 def test_a_selection_too_large_for_the_window_is_over_budget_and_nothing_is_sent():
     shown = "word " * 2000
-    assembly = assemble_edit(edit_input("a\n", shown, "b\n"), words, context_window=1024, reserved_output=100,
-                             tokenizer="words", exact=True)
+    assembly = assemble_edit(edit_input("a\n", shown, "b\n"), words, Window(1024, 100, "words", True))
     assert assembly.messages == [] and "Too large to send" in assembly.over_budget
 
 
@@ -168,8 +167,7 @@ def test_what_is_sent_fits_and_keeps_the_selection_and_the_lines_nearest_it(befo
     before_text = "".join(line + "\n" for line in before)
     after_text = "".join(line + "\n" for line in after)
     edit = edit_input(before_text, shown, after_text)
-    assembly = assemble_edit(edit, words, context_window=window, reserved_output=50, tokenizer="words",
-                             exact=True, message_overhead=4)
+    assembly = assemble_edit(edit, words, Window(window, 50, "words", True), message_overhead=4)
     if assembly.over_budget:
         return
     user = assembly.messages[1].content

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin.core.assemble import assemble_chat
+from margin.core.budget import Window
 from margin.core.file_block import render_file
 from margin.core.sources import registry
 from margin.core.sources.base import FileRef, render
@@ -35,9 +36,8 @@ def problems(n: int, words: int = 12) -> list[str]:
 
 
 def assemble(window: int, **inputs):
-    return assemble_chat(chat_input(inputs.pop("history", []), "Why does it fail?", inputs.pop("files", []), **inputs),
-                         heuristic_count, context_window=window, reserved_output=200, tokenizer="heuristic",
-                         exact=False)
+    return assemble_chat(chat_input(inputs.pop("history", []), "Why does it fail?", inputs.pop("files", []), **inputs), heuristic_count,
+                         Window(window, 200, "heuristic", False))
 
 
 def test_the_registry_is_walked_in_spec_d_order():

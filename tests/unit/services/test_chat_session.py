@@ -4,7 +4,7 @@ that every prompt carries each included file's newest fingerprint, once, and not
 
 from __future__ import annotations
 
-from margin.core.budget import Item, Section, plan, safety_margin
+from margin.core.budget import Item, Section, Window, plan, safety_margin
 from margin.core.file_block import parse_file_blocks
 from margin.core.tokens.local import tiktoken_counter
 from margin.core.vfs import Position, Range, TextChange, fingerprint
@@ -30,8 +30,7 @@ def naive_tokens(turns: list[tuple[str, list[str], str]], system: str, count) ->
                     Section("history", history, protect_last=0),
                     Section("message", (Item("newest", count(question) + sum(count(f) for f in files) + 6),),
                             required=True)]
-        result = plan(sections, context_window=WINDOW, reserved_output=OUTPUT, tokenizer="t", exact=True,
-                      margin=safety_margin(WINDOW, True))
+        result = plan(sections, Window(WINDOW, OUTPUT, "t", True), margin=safety_margin(WINDOW, True))
         sizes.append(result.total)
     return sizes
 

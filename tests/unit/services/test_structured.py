@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from margin.core.budget import Item, Plan, Section, plan
+from margin.core.budget import Item, Plan, Section, Window, plan
 from margin.core.llm import ChatMessage
 from margin.core.tokens.counter import TokenCounter
 from margin.services.structured import FIT_ROUNDS, fit_prompt
@@ -37,8 +37,7 @@ def assembler(history_words: int, rooms: list[int]):
     def assemble(room: int) -> Assembly:
         rooms.append(room)
         result = plan([Section("system", (Item("system", 10),), required=True, is_system=True),
-                       Section("history", tuple(Item(f"turn {i}", 10) for i in range(history_words // 10)))],
-                      context_window=room, reserved_output=100, tokenizer="words", exact=True, margin=0)
+                       Section("history", tuple(Item(f"turn {i}", 10) for i in range(history_words // 10)))], Window(room, 100, "words", True), margin=0)
         kept = sum(item.tokens for item in result.section("history").kept)
         return Assembly([ChatMessage("system", "w " * 10), ChatMessage("user", "w " * kept)], result)
     return assemble

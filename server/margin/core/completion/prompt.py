@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Literal
 
-from margin.core.budget import Item, Plan, Section, Trimmed, plan, safety_margin
+from margin.core.budget import Item, Plan, Section, Trimmed, Window, plan
 from margin.core.tokens.cuts import LineCuts
 
 PREFIX_SHARE, SUFFIX_SHARE, EXTRA_SHARE = 0.6, 0.25, 0.15
@@ -262,12 +262,8 @@ class RecentCode:
 def assemble_completion(
     input: CompletionInput,
     count: Callable[[str], int],
+    window: Window,
     *,
-    context_window: int,
-    reserved_output: int,
-    tokenizer: str,
-    exact: bool,
-    framing_tokens: int = 0,
     fixed_tokens: int = 0,
     render_snippet: Callable[[Snippet], str] = plain_snippet,
     recent: RecentCode | None = None,
@@ -280,12 +276,12 @@ def assemble_completion(
     cuts, when known (its counts of the code are then exact sums of cached pieces)."""
     start = cursor_line_start(input.prefix)
     line = input.prefix[start:]
-    reach = max(context_window - reserved_output, 0) * CONTEXT_CHARS_PER_TOKEN
+    reach = max(window.context_window - window.reserved_output, 0) * CONTEXT_CHARS_PER_TOKEN
     before, after = within_reach(input.prefix[:start], input.suffix, reach)
 
     line_tokens = count(line)
-    limit = max(0, context_window - reserved_output - safety_margin(context_window, exact))
-    required = framing_tokens + fixed_tokens + line_tokens
+    limit = max(0, window.context_window - window.reserved_output - window.margin)
+    required = window.framing_tokens + fixed_tokens + line_tokens
     stepped = (line_tokens // CURSOR_LINE_STEP + 1) * CURSOR_LINE_STEP
     room_to_type = max(0, min(stepped - line_tokens, limit - required))
     lines = recent.lines if recent is not None else CodeLines
@@ -305,7 +301,7 @@ def assemble_completion(
         # Framing is counted here, not by plan(): a window too small for it is over budget
         # like any other, not a configuration error.
         Section("format", (Item("format tokens and instructions", fixed_tokens),
-                           Item("framing", framing_tokens)), required=True),
+                           Item("framing", window.framing_tokens)), required=True),
         Section("cursor line", (Item("typed part", line_tokens), Item("room to type", room_to_type)),
                 required=True),
         Section("extra", extra_items, share=EXTRA_SHARE, drop_reason=LOW_PRIORITY),
@@ -314,16 +310,15 @@ def assemble_completion(
         Section("prefix", (Item("code before the cursor line", code_before.size(int(room - least_after))),), share=PREFIX_SHARE,
                 drop_reason=FAR_FROM_CURSOR, trimmer=code_before.trim),
     ]
-    result = plan(sections, context_window=context_window, reserved_output=reserved_output,
-                  tokenizer=tokenizer, exact=exact)
+    unframed = replace(window, framing_tokens=0)  # counted in the "format" section instead
+    result = plan(sections, unframed)
     dropped = result.section("extra").dropped_items
     if dropped and not result.over_budget and result.total < result.limit:
         # A snippet is kept or dropped whole, so one larger than the room left leaves that room
         # unused: plan again without the dropped snippets, and their share goes to the code.
         at = next(i for i, section in enumerate(sections) if section.name == "extra")
         sections[at] = replace(sections[at], items=tuple(result.section("extra").kept))
-        result = plan(sections, context_window=context_window, reserved_output=reserved_output,
-                      tokenizer=tokenizer, exact=exact)
+        result = plan(sections, unframed)
         extra = result.section("extra")
         extra.dropped_items = (*dropped, *extra.dropped_items)
         extra.reason = LOW_PRIORITY

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from margin.core.budget import Window
 from margin.core.completion.formats import (
     CODELLAMA,
     CODESTRAL,
@@ -42,8 +43,7 @@ HELPER = Snippet("util.py", "def helper():\n    pass\n", "open file")
 def prompt_for(prefix: str = PREFIX, suffix: str = SUFFIX, extra: tuple[Snippet, ...] = (HELPER,), *,
                window: int = 8192, fixed: int = 0) -> CompletionPrompt:
     result = assemble_completion(CompletionInput("a.py", "python", prefix, suffix, extra), count,
-                                 context_window=window, reserved_output=64, tokenizer="tiktoken:o200k_base",
-                                 exact=True, fixed_tokens=fixed)
+                                 Window(window, 64, "tiktoken:o200k_base", True), fixed_tokens=fixed)
     assert result.over_budget is None
     return result
 

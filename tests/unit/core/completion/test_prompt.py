@@ -7,6 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from margin.core.budget import Window
 from margin.core.completion.prompt import (
     CONTEXT_CHARS_PER_TOKEN,
     EXTRA_SHARE,
@@ -32,8 +33,8 @@ where the tokenizer must split, whose counts add up exactly"""
 
 def assemble(input: CompletionInput, window: int, *, reserved: int = 64, fixed: int = 0, framing: int = 0,
              counter=count, cuts=None) -> CompletionPrompt:
-    return assemble_completion(input, counter, context_window=window, reserved_output=reserved,
-                               tokenizer="tiktoken:o200k_base", exact=True, framing_tokens=framing,
+    return assemble_completion(input, counter,
+                               Window(window, reserved, "tiktoken:o200k_base", True, framing),
                                fixed_tokens=fixed, cuts=cuts)
 
 
@@ -326,8 +327,8 @@ def test_with_safe_cuts_the_assembly_never_counts_a_side_of_the_cursor_whole(rec
         return count(text)
 
     result = assemble_completion(CompletionInput("a.py", "python", before + "z = ", after), counting,
-                                 context_window=600, reserved_output=64, tokenizer="tiktoken:o200k_base",
-                                 exact=True, cuts=O200K.line_cuts, recent=RecentCode() if recent else None)
+                                 Window(600, 64, "tiktoken:o200k_base", True),
+                                 cuts=O200K.line_cuts, recent=RecentCode() if recent else None)
     assert not result.over_budget and result.prefix and result.suffix
     assert result.plan.section("prefix").tokens == count(result.lines_before)
     assert result.plan.section("suffix").tokens == count(result.suffix)
