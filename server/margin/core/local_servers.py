@@ -67,12 +67,17 @@ class Answer:
 
 @dataclass(frozen=True)
 class FoundServer:
+    """A model server answering on a loopback port, as its answers identify it."""
+
     host: str
+    """127.0.0.1 or ::1"""
     port: int
     kind: str
     """Ollama, llama.cpp, LM Studio, vLLM, or `OpenAI-compatible`"""
     models: tuple[str, ...] = ()
+    """the model ids its /v1/models lists (or Ollama's /api/tags), in its order"""
     version: str | None = None
+    """its own version, where it says (Ollama's /api/version, vLLM's /version)"""
     needs_api_key: bool = False
     """its /v1/models answered 401 or 403"""
     default_of: tuple[str, ...] = ()

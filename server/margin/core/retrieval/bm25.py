@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 Doc = TypeVar("Doc", bound=Hashable)
@@ -80,8 +80,7 @@ class Field(Generic[Doc]):
         if not n:
             return {}
         k1 = self.k1
-        a = k1 * (1.0 - self.b)
-        c = k1 * self.b * n / max(self.total_length, 1)
+        a, c = length_norm(k1, self.b, n, self.total_length)
         lengths = self.lengths
         entries = []
         for term in dict.fromkeys(terms):
@@ -89,16 +88,8 @@ class Field(Generic[Doc]):
             if entry:
                 df = len(entry)
                 entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
-        entries.sort(key=lambda e: (-e[0], e[1]))
-        remaining = sum(e[0] for e in entries)
         out: dict[Doc, float] = {}
-        live = out
-        for idf, _, entry in entries:
-            if pool is not None and live is out and len(out) >= pool:
-                threshold = heapq.nlargest(pool, out.values())[-1]
-                if threshold >= remaining:
-                    live = {d: v for d, v in out.items() if v + remaining >= threshold}
-            remaining -= idf
+        for idf, entry, live in max_score(entries, pool, out):
             if live is out:
                 get = out.get
                 for doc, tf in entry.items():
@@ -113,6 +104,35 @@ class Field(Generic[Doc]):
                     in_doc = found(doc)
                     if in_doc:
                         live[doc] += idf * in_doc / (in_doc + a + c * lengths[doc])
-        if live is not out:
-            out.update(live)
         return out
+
+
+def length_norm(k1: float, b: float, documents: int, total_length: int) -> tuple[float, float]:
+    """BM25's term-frequency saturation as `tf / (tf + a + c·length)`: a = k1·(1−b), c =
+    k1·b / the average length."""
+    return k1 * (1.0 - b), k1 * b * documents / max(total_length, 1)
+
+
+Posting = TypeVar("Posting")
+Key = TypeVar("Key", bound=Hashable)
+
+
+def max_score(entries: list[tuple[float, str, Posting]], pool: int | None,
+              out: dict[Key, float]) -> Iterator[tuple[float, Posting, dict[Key, float]]]:
+    """MaxScore over `entries` (a term's idf·(k1+1), the term, its posting): the terms rarest
+    first, each with the scores it should add to — `out` itself, until with `pool` the
+    `pool`-th best score so far is at least what the remaining terms could add; from then on a
+    dict of the documents still able to enter the best `pool`, merged back into `out` when the
+    last term is done. Shared by `Field.score` and `postings.Postings.score`."""
+    entries.sort(key=lambda e: (-e[0], e[1]))
+    remaining = sum(e[0] for e in entries)
+    live = out
+    for idf, _, entry in entries:
+        if pool is not None and live is out and len(out) >= pool:
+            threshold = heapq.nlargest(pool, out.values())[-1]
+            if threshold >= remaining:
+                live = {d: v for d, v in out.items() if v + remaining >= threshold}
+        remaining -= idf
+        yield idf, entry, live
+    if live is not out:
+        out.update(live)

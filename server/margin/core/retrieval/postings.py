@@ -11,11 +11,12 @@ items. Scores are the same floats as `Field.score`'s (same formula, same order o
 
 from __future__ import annotations
 
-import heapq
 import math
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+
+from margin.core.retrieval.bm25 import length_norm, max_score
 
 _TF = (1 << 32) - 1
 _SCAN = 16
@@ -107,8 +108,7 @@ class Postings:
         if not n:
             return {}
         k1 = self.k1
-        a = k1 * (1.0 - self.b)
-        c = k1 * self.b * n / max(self.total_length, 1)
+        a, c = length_norm(k1, self.b, n, self.total_length)
         lengths = self.lengths
         entries: list[tuple[float, str, array[int]]] = []
         for term in dict.fromkeys(terms):
@@ -117,16 +117,8 @@ class Postings:
                 entry = array("I", (found >> 32, found & _TF)) if isinstance(found, int) else found
                 df = len(entry) // 2
                 entries.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term, entry))
-        entries.sort(key=lambda e: (-e[0], e[1]))
-        remaining = sum(e[0] for e in entries)
         out: dict[int, float] = {}
-        live = out
-        for idf, _, entry in entries:
-            if pool is not None and live is out and len(out) >= pool:
-                threshold = heapq.nlargest(pool, out.values())[-1]
-                if threshold >= remaining:
-                    live = {d: v for d, v in out.items() if v + remaining >= threshold}
-            remaining -= idf
+        for idf, entry, live in max_score(entries, pool, out):
             pairs = iter(entry)
             if live is out:
                 get = out.get
@@ -144,6 +136,4 @@ class Postings:
                         if i < size and docs[i] == doc:
                             tf = entry[2 * i + 1]
                             live[doc] += idf * tf / (tf + a + c * lengths[doc])
-        if live is not out:
-            out.update(live)
         return out
