@@ -125,7 +125,9 @@ def install(into: Path, target: str, python: str, wheel: Path, pins: list[str] |
         rest = [r for r in requirements(wheel) if name_of(r) not in DATA_ONLY]
         data_only = [r for r in requirements(wheel) if name_of(r) in DATA_ONLY]
         pip(*common, *rest)
-        pip(*common, "--no-deps", str(wheel), *data_only)
+        alone = into.with_name(f"{into.name}-no-deps")  # a folder of its own: both have bin/
+        pip("install", "--target", str(alone), *target_args(target, python), "--no-deps", str(wheel), *data_only)
+        merge(alone, into)
     else:
         pip(*common, "--no-deps", str(wheel), *[p for p in pins if not p.lower().startswith("margin-lsp==")])
 
