@@ -4,28 +4,17 @@
 // the file on disk and keeps the screenshots.
 //
 // Environment: MARGIN_VSCODE_TOOLS (the tools folder), MARGIN_E2E_VSIX, MARGIN_E2E_WORKSPACE
-// (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_SERVER (margin-lsp),
-// plus the MARGIN_* server settings, which reach margin-lsp through code-server's environment.
+// (holds calc.py), MARGIN_E2E_OUT (screenshots and results.json), MARGIN_E2E_BASE_URL and
+// MARGIN_E2E_API_KEY_ENV (the fake backend), MARGIN_E2E_PYTHON (a Python with Margin, for margin.server.pythonPath: a script that
+// execs MARGIN_E2E_PYTHON_EXEC), plus the
+// MARGIN_* server settings, which reach the server through code-server's environment.
 
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { openFile, runCommand, runScenario, screenshot } from "./harness.mjs";
+import { openFile, runCommand, runScenario, screenshot, serverProcesses } from "./harness.mjs";
 
-/** The margin-lsp processes code-server started (it leads process group `group`); with a
- * signal, sends it to them. */
-function killServer(group, signal = "SIGKILL") {
-  const found = [];
-  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-      if (pgid === group && cmdline.includes("margin-lsp")) found.push(Number(pid));
-    } catch { /* gone */ }
-  }
-  if (signal) for (const pid of found) process.kill(pid, signal);
-  return found;
-}
+/** The pids of the Margin servers code-server (group `group`) started; with a signal, sends it. */
+const killServer = (group, signal = "SIGKILL") => serverProcesses(group, signal).map(({ pid }) => pid);
 
 const env = (name) => {
   const value = process.env[name];
@@ -52,6 +41,7 @@ await runScenario({
   // The server must be running before the command can ask it anything.
   await page.locator(".statusbar-item").filter({ hasText: /gemma|server's model/ }).first()
     .waitFor({ timeout: 60_000 });
+  results.server = serverProcesses(server.pid);  // which program runs it, with which PYTHONPATH
   await runCommand(page, "Margin: Edit Selection…");
   const box = page.locator(".quick-input-widget input");
   await box.waitFor({ state: "visible" });
@@ -112,7 +102,7 @@ await runScenario({
     command: "Preferences: Open User Settings (JSON)", marker: "editor.minimap.enabled" };
   // The server's program has the `machine` scope: code-server reads it from the remote settings.
   const remoteSettings = { path: join(userDataDir, "Machine", "settings.json"),
-    command: `Preferences: Open Remote Settings (JSON) (127.0.0.1:${server.port})`, marker: "margin.server.command" };
+    command: `Preferences: Open Remote Settings (JSON) (127.0.0.1:${server.port})`, marker: "margin.defaults.baseUrl" };
   const settings = JSON.parse(readFileSync(userSettings.path, "utf8"));
   // The server's log (metadata only) says when settings arrive: wait for the next arrival.
   const applied = () => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(/settings applied from workspace/g) ?? []).length;
@@ -169,9 +159,21 @@ await runScenario({
   results.restarted = killServer(server.pid, 0).length === 1;
   step("crash shown");
 
+  // --- margin.server.pythonPath runs that Python's own Margin instead of the bundled one --------
+  await runCommand(page, "Notifications: Clear All Notifications");
+  const python = env("MARGIN_E2E_PYTHON");
+  const backend = JSON.parse(readFileSync(remoteSettings.path, "utf8"));  // the model server's URL and key
+  await editSettings({ ...backend, "margin.server.pythonPath": python }, remoteSettings);
+  await toasts.locator(".monaco-button", { hasText: "Restart" }).click({ timeout: 30_000 });
+  // The setting names a wrapper script that execs MARGIN_E2E_PYTHON_EXEC: wait for that program.
+  const byPythonPath = () => serverProcesses(server.pid).filter(({ cmdline }) => cmdline[0] === env("MARGIN_E2E_PYTHON_EXEC"));
+  for (let i = 0; i < 300 && byPythonPath().length === 0; i++) await page.waitForTimeout(200);
+  results.overridden = byPythonPath();
+  step("pythonPath overrides");
+
   // --- A server that cannot start says so ----------------------------------------------------
   await runCommand(page, "Notifications: Clear All Notifications");
-  await editSettings({ "margin.server.command": "/nonexistent/margin-lsp" }, remoteSettings);
+  await editSettings({ ...backend, "margin.server.command": "/nonexistent/margin-lsp" }, remoteSettings);
   await toasts.locator(".monaco-button", { hasText: "Restart" }).click({ timeout: 30_000 });
   const failed = toasts.filter({ hasText: "Margin could not start its server (/nonexistent/margin-lsp)" });
   await failed.waitFor({ timeout: 30_000 });

@@ -481,9 +481,38 @@ export async function screenshot(page, path) {
 }
 
 /**
+ * The Margin servers running in process group `group` (code-server's): `margin-lsp`, or a Python
+ * running `-m margin.lsp.main`. Each is {pid, cmdline (its arguments), pythonPath (its PYTHONPATH,
+ * or null)}; with a signal, sends it to them.
+ */
+export function serverProcesses(group, signal = null) {
+  const found = [];
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      if (pgid !== group) continue;
+      const isServer = cmdline.some((arg) => arg.endsWith('margin-lsp')) ||
+        cmdline.some((arg, i) => arg === '-m' && cmdline[i + 1] === 'margin.lsp.main');
+      if (!isServer) continue;
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      const pythonPath = environ.find((entry) => entry.startsWith('PYTHONPATH='))?.slice('PYTHONPATH='.length) ?? null;
+      found.push({ pid: Number(pid), cmdline, pythonPath });
+    } catch {
+      // gone
+    }
+  }
+  if (signal) for (const { pid } of found) process.kill(pid, signal);
+  return found;
+}
+
+/**
  * Runs one end-to-end scenario as tests/e2e/test_vscode.py starts it: installs MARGIN_E2E_VSIX,
- * starts code-server on MARGIN_E2E_WORKSPACE with margin.server.command set to MARGIN_E2E_SERVER
- * (and `settings` over that), opens the workbench in headless Chromium, and calls
+ * starts code-server on MARGIN_E2E_WORKSPACE with no server setting (the extension runs the
+ * server it bundles), margin.defaults.baseUrl and apiKeyEnv set to MARGIN_E2E_BASE_URL and
+ * MARGIN_E2E_API_KEY_ENV in the remote settings (and `settings` in the user settings), opens the
+ * workbench in headless Chromium, and calls
  * `body({page, server, userDataDir, workspace, out, results, step})`. `results` (with `steps`,
  * the names given to `step`, and `ok` when `body` returned) goes to MARGIN_E2E_OUT/results.json;
  * on a failure the page is saved as vscode-failure.png there. Exits the process: 0 when `body`
@@ -524,8 +553,12 @@ export async function runScenario({ settings = {}, timeoutMs = 240_000 } = {}, b
         'files.autoSave': 'off',
         ...settings,
       },
-      // The program that runs the server has the `machine` scope: remote settings here.
-      machineSettings: { 'margin.server.command': env('MARGIN_E2E_SERVER') },
+      // Settings of the `machine` scope (the model server's URL, and the variable of its key: a
+      // key goes only to the URL set beside it) go in the remote settings here.
+      machineSettings: {
+        'margin.defaults.baseUrl': env('MARGIN_E2E_BASE_URL'),
+        'margin.defaults.apiKeyEnv': env('MARGIN_E2E_API_KEY_ENV'),
+      },
       env: process.env,
     });
     browser = await launchBrowser();

@@ -9,7 +9,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { openFile, runScenario, screenshot } from "./harness.mjs";
+import { openFile, runScenario, screenshot, serverProcesses } from "./harness.mjs";
 
 const typed = process.env.MARGIN_E2E_TYPED ?? "a";
 
@@ -46,7 +46,7 @@ async function until(page, condition, what, timeoutMs = 30_000) {
   }
 }
 
-await runScenario({}, async ({ page, workspace, out, results, step }) => {
+await runScenario({}, async ({ page, server, workspace, out, results, step }) => {
   const path = join(workspace, "calc.py");
   results.original = readFileSync(path, "utf8");
   await openFile(page, "calc.py");
@@ -64,6 +64,7 @@ await runScenario({}, async ({ page, workspace, out, results, step }) => {
   await page.keyboard.type(typed);
   await until(page, async () => (await ghostText(page)).trim() !== "", "the ghost text", 60_000);
   results.ghost = await ghostText(page);
+  results.server = serverProcesses(server.pid);
   results.ghostClasses = await editor.locator(".ghost-text-decoration, .ghost-text").evaluateAll(
     (parts) => parts.map((part) => part.className));
   results.lineWithGhost = await lineText(page, 1);

@@ -6,7 +6,7 @@
 //
 // Environment: as edit_and_chat.mjs (see runScenario in harness.mjs).
 
-import { openFile, runCommand, runScenario, screenshot } from "./harness.mjs";
+import { openFile, runCommand, runScenario, screenshot, serverProcesses } from "./harness.mjs";
 import { join } from "node:path";
 
 const WIDGET = ".quick-input-widget";
@@ -47,11 +47,12 @@ async function remember(page, fact, scope) {
   return { choices, said };
 }
 
-await runScenario({}, async ({ page, out, results, step }) => {
+await runScenario({}, async ({ page, server, out, results, step }) => {
   await openFile(page, "calc.py");
   await page.locator(".statusbar-item").filter({ hasText: /gemma|server's model|fake-model/ }).first()
     .waitFor({ timeout: 60_000 });
   step("server running");
+  results.server = serverProcesses(server.pid);
 
   const first = await remember(page, FACT, "This workspace folder");
   results.scopes = first.choices;

@@ -18,7 +18,8 @@ import { ChatPanel } from "./chatPanel";
 import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
 import { METHODS, RecallParams } from "./pure/protocol.generated";
-import { serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
+import { BundledServer, ServerLaunch, serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
+import { findBundledServer } from "./bundled";
 import { request } from "./requests";
 import { StatusBar } from "./statusBar";
 
@@ -35,9 +36,17 @@ function config(): (key: string) => unknown {
   return (key) => section.get(key);
 }
 
-function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOutputChannel): LanguageClient {
-  const launch = serverLaunch(config());
-  const server: ServerOptions = { command: launch.command, args: launch.args, transport: TransportKind.stdio };
+function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOutputChannel,
+  launch: ServerLaunch): LanguageClient {
+  output.info(`Starting the Margin server (${launch.source === "PATH" ? "margin-lsp on PATH" :
+    launch.source === "bundled" ? "bundled" : `margin.server.${launch.source}`}): ${[launch.command, ...launch.args].join(" ")}`);
+  const server: ServerOptions = {
+    command: launch.command,
+    args: launch.args,
+    transport: TransportKind.stdio,
+    // The bundled server's libraries come first, before whatever the Python has installed.
+    options: launch.pythonPath ? { env: { ...process.env, PYTHONPATH: launch.pythonPath } } : undefined,
+  };
   let restarts = 0;
   const options: LanguageClientOptions = {
     documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
@@ -89,8 +98,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const traceOutput = vscode.window.createOutputChannel("Margin (trace)", { log: true });
   const status = new StatusBar();
   let editor = vscode.window.activeTextEditor;
+  // Looked for once, and only when no setting chooses the server.
+  let bundled: Promise<BundledServer | undefined> | undefined;
+  const launchNow = async (): Promise<ServerLaunch> => {
+    const settings = serverLaunch(config());
+    if (settings.source !== "PATH") return settings;
+    bundled ??= findBundledServer(context.extensionPath, (line) => output.info(line));
+    return serverLaunch(config(), await bundled);
+  };
+  let launch = await launchNow();
   const margin: Margin = {
-    client: createClient(output, traceOutput),
+    client: createClient(output, traceOutput, launch),
     status,
     output,
     lastEditor: () => editor,
@@ -104,11 +122,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await margin.client.start();
       await status.refresh(margin.client);
     } catch (error) {
-      const launch = serverLaunch(config());
       status.update({ running: false });
       const choice = await vscode.window.showErrorMessage(
         `Margin could not start its server (${[launch.command, ...launch.args].join(" ")}): ${error}. ` +
-        "Install Margin, or set margin.server.command or margin.server.pythonPath.",
+        (launch.source === "PATH" ? "Install Python 3.11 or newer for the bundled server, or Margin itself, " +
+          "or set margin.server.command or margin.server.pythonPath." :
+          "Install Margin, or set margin.server.command or margin.server.pythonPath."),
         "Open Settings", "Show Output");
       if (choice === "Open Settings") void vscode.commands.executeCommand("workbench.action.openSettings", "margin.server");
       if (choice === "Show Output") output.show();
@@ -139,7 +158,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (!event.affectsConfiguration("margin")) return;
       const restart = async (): Promise<void> => {
         await margin.client.dispose();
-        margin.client = createClient(output, traceOutput);
+        launch = await launchNow();
+        margin.client = createClient(output, traceOutput, launch);
         margin.client.onDidChangeState((e) => status.update({ running: e.newState === State.Running }));
         await start();
       };

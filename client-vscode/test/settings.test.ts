@@ -2,7 +2,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, serverLaunch, serverSettings, userOnlyKeys } from "../src/pure/settings";
+import {
+  BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, pythonCandidates, serverLaunch, serverSettings, userOnlyKeys,
+} from "../src/pure/settings";
 
 const packageJson = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
 const contributed: Record<string, { default?: unknown; scope?: string }> = packageJson.contributes.configuration.properties;
@@ -74,10 +76,27 @@ test("every contributed server setting is forwarded, and its default leaves it u
   }
 });
 
-test("the server runs from the Python interpreter when one is set, else from the command", () => {
-  assert.deepEqual(serverLaunch(lookup({})), { command: "margin-lsp", args: [] });
-  assert.deepEqual(serverLaunch(lookup({ "server.command": "/opt/bin/margin-lsp", "server.args": ["--log-level", "DEBUG"] })),
-    { command: "/opt/bin/margin-lsp", args: ["--log-level", "DEBUG"] });
-  assert.deepEqual(serverLaunch(lookup({ "server.command": "x", "server.pythonPath": " /venv/bin/python " })),
-    { command: "/venv/bin/python", args: ["-m", "margin.lsp.main"] });
+test("the server runs from the Python interpreter when one is set, else the command, else the bundled one", () => {
+  const bundled = { python: "/usr/bin/python3.12", libs: "/ext/bundled/libs" };
+  assert.deepEqual(serverLaunch(lookup({})), { command: "margin-lsp", args: [], source: "PATH" });
+  assert.deepEqual(serverLaunch(lookup({ "server.command": "" }), bundled),
+    { command: "/usr/bin/python3.12", args: ["-m", "margin.lsp.main"], pythonPath: "/ext/bundled/libs", source: "bundled" });
+  assert.deepEqual(serverLaunch(lookup({ "server.command": "/opt/bin/margin-lsp", "server.args": ["--log-level", "DEBUG"] }), bundled),
+    { command: "/opt/bin/margin-lsp", args: ["--log-level", "DEBUG"], source: "command" });
+  assert.deepEqual(serverLaunch(lookup({ "server.command": "x", "server.pythonPath": " /venv/bin/python " }), bundled),
+    { command: "/venv/bin/python", args: ["-m", "margin.lsp.main"], source: "pythonPath" });
+  assert.deepEqual(serverLaunch(lookup({ "server.args": ["--log-file", "/tmp/m.log"] }), bundled).args,
+    ["-m", "margin.lsp.main", "--log-file", "/tmp/m.log"]);
+});
+
+test("the bundled server takes a Python the bundle has libraries for, never a free-threaded one", () => {
+  const supported = ["3.11", "3.12", "3.13", "3.14"];
+  assert.equal(acceptProbe("3 12 0 /usr/bin/python3.12\n", supported), "/usr/bin/python3.12");
+  assert.equal(acceptProbe("3 10 0 /usr/bin/python3.10", supported), undefined);
+  assert.equal(acceptProbe("3 15 0 /usr/bin/python3.15", supported), undefined);
+  assert.equal(acceptProbe("3 13 1 /usr/bin/python3.13t", supported), undefined);
+  assert.equal(acceptProbe("pyenv: python3.12: command not found", supported), undefined);
+  assert.equal(acceptProbe("3 11 0 C:\\Program Files\\Python311\\python.exe", supported), "C:\\Program Files\\Python311\\python.exe");
+  assert.deepEqual(pythonCandidates("linux"), ["python3", "python3.14", "python3.13", "python3.12", "python3.11", "python"]);
+  assert.equal(pythonCandidates("win32")[0], "python");
 });

@@ -1,6 +1,10 @@
 """The VS Code extension: its unit tests (node's test runner), and the built `.vsix` in a real
 VS Code (code-server) driven by headless Chromium against the fake backend. Screenshots of the
-diff view, the chat panel and inline completion's ghost text are kept in build/screenshots/."""
+diff view, the chat panel and inline completion's ghost text are kept in build/screenshots/.
+
+The extension is installed from the .vsix (`code-server --install-extension`) and runs the server
+it bundles: code-server's PATH holds no `margin-lsp` and no Python that can import Margin, and no
+server setting is made; only the fake backend's URL (and its key's variable) is set."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 
 from tests.conftest import clean_env
 from tests.fakes.fake_openai import FakeBackend, reply, stream
-from tests.log_secrets import API_KEY
+from tests.log_secrets import API_KEY, API_KEY_ENV
 
 pytestmark = pytest.mark.vscode
 
@@ -26,6 +30,7 @@ VSIX = CLIENT / "dist" / "margin.vsix"
 SCREENSHOTS = REPO / "build" / "screenshots"
 BIN = Path(sys.executable).parent
 CALC = "def add(a, b):\n    return a + b\n\n\nprint(add(2, 3))\n"
+PYTHONS = ("python3", "python3.14", "python3.13", "python3.12", "python3.11", "python")
 
 
 def tools() -> Path:
@@ -49,10 +54,41 @@ def test_extension_unit_tests_pass():
     assert "# fail 0" in run.stdout and "# pass 0" not in run.stdout
 
 
+def bare_path() -> str:
+    """The test tools (node, code-server), then this machine's PATH without the repo venv's bin
+    or any other folder holding margin-lsp."""
+    kept = [d for d in os.environ["PATH"].split(os.pathsep)
+            if d and Path(d).resolve() != BIN.resolve() and not (Path(d) / "margin-lsp").exists()]
+    return os.pathsep.join([str(tools() / "bin"), *kept])
+
+
+def assert_nothing_on_path(env: dict[str, str]) -> None:
+    """No margin-lsp on the PATH code-server gets, and no Python there can import Margin."""
+    assert shutil.which("margin-lsp", path=env["PATH"]) is None
+    assert not {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"} & env.keys()
+    pythons = {name: shutil.which(name, path=env["PATH"]) for name in PYTHONS}
+    assert any(pythons.values()), "the bundled server needs a Python 3.11+ on PATH"
+    for name, found in pythons.items():
+        if found:
+            run = subprocess.run([found, "-c", "import margin"], env=env, capture_output=True, text=True)
+            assert run.returncode != 0, f"{name} ({found}) can import margin: the test would not prove the bundle"
+
+
+def assert_bundled_server(processes: list[dict]) -> None:
+    """The one server running is the bundled one: a Python running the module with PYTHONPATH the
+    installed extension's bundled/libs (not the source tree's)."""
+    assert len(processes) == 1, processes
+    [server] = processes
+    assert server["cmdline"][1:] == ["-m", "margin.lsp.main", "--stdio"], server
+    assert server["pythonPath"].endswith("/bundled/libs") and "/margin-dev.margin-" in server["pythonPath"], server
+    assert not server["pythonPath"].startswith(str(REPO)), server
+
+
 def run_in_vs_code(scenario: str, fake, tmp_path: Path, calc: str, workspace_settings: dict | None = None,
                    **env: str) -> tuple[Path, dict]:
     """Runs the scenario client-vscode/e2e/`scenario` (see runScenario in harness.mjs) in code-server
-    on a workspace holding calc.py with `calc`, with margin-lsp pointed at the fake backend; copies
+    on a workspace holding calc.py with `calc`, with the bundled server pointed at the fake backend
+    and nothing of Margin's on PATH (assert_nothing_on_path); copies
     its screenshots to build/screenshots/ and checks it finished. Returns the workspace and the
     scenario's results.json."""
     assert VSIX.exists(), "build the extension first: bash scripts/build-vscode-extension.sh"
@@ -65,13 +101,19 @@ def run_in_vs_code(scenario: str, fake, tmp_path: Path, calc: str, workspace_set
     out = tmp_path / "out"
     out.mkdir()
     full_env = clean_env(
-        PATH=f"{tools() / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+        PATH=bare_path(),
         MARGIN_VSCODE_TOOLS=str(tools()), MARGIN_E2E_VSIX=str(VSIX), MARGIN_E2E_WORKSPACE=str(workspace),
-        MARGIN_E2E_OUT=str(out), MARGIN_E2E_SERVER=str(BIN / "margin-lsp"),
-        MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+        MARGIN_E2E_OUT=str(out), MARGIN_E2E_BASE_URL=fake.base_url, MARGIN_E2E_API_KEY_ENV=API_KEY_ENV,
+        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
         MARGIN_DATABASE=str(tmp_path / "threads.db"), MARGIN_LOG_FILE=str(tmp_path / "margin.log"),
         HOME=str(tmp_path / "home"), **env,
     )
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):  # pytest's own, pointing at the source tree
+        full_env.pop(name, None)
+    # The key's variable is set beside the fake's URL, in the remote settings (a key goes only to
+    # the URL set in the same place): not in the environment as well.
+    full_env.pop("MARGIN_DEFAULTS_API_KEY_ENV", None)
+    assert_nothing_on_path(full_env)
     run = subprocess.run([node(), str(CLIENT / "e2e" / scenario)], env=full_env, capture_output=True,
                          text=True, timeout=300)
     results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
@@ -100,12 +142,21 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     evil = tmp_path / "evil.sh"
     evil.write_text(f"#!/bin/sh\ntouch {tmp_path / 'evil-ran'}\nexec {BIN / 'margin-lsp'} \"$@\"\n")
     evil.chmod(0o755)
+    # margin.server.pythonPath, set later in the remote settings, names a Python with Margin (this
+    # checkout's): it runs that instead of the bundled server.
+    python = tmp_path / "python-with-margin"
+    python.write_text(f"#!/bin/sh\nexport PYTHONPATH={REPO / 'server'}\nexec {BIN / 'python'} \"$@\"\n")
+    python.chmod(0o755)
     with FakeBackend(props={"default_generation_settings": {"n_ctx": 8192}}) as attacker:
-        workspace, results = run_in_vs_code("edit_and_chat.mjs", fake, tmp_path, CALC, workspace_settings={
+        workspace, results = run_in_vs_code(
+            "edit_and_chat.mjs", fake, tmp_path, CALC, MARGIN_E2E_PYTHON=str(python),
+            MARGIN_E2E_PYTHON_EXEC=str(BIN / "python"), workspace_settings={
             "margin.server.command": str(evil), "margin.server.args": ["--log-file", str(tmp_path / "hijacked.log")],
             "margin.defaults.baseUrl": attacker.base_url, "margin.chat.baseUrl": attacker.base_url,
             "margin.chatOps.apiKeyEnv": "SECRET_DEPLOY_TOKEN", "margin.database": str(tmp_path / "collected.db"),
         })
+    # With no server setting, the extension ran the server it bundles.
+    assert_bundled_server(results["server"])
     assert attacker.seen == [] and not (tmp_path / "evil-ran").exists() and not (tmp_path / "hijacked.log").exists()
     assert not (tmp_path / "collected.db").exists()
     assert fake.headers and all(h["authorization"] == f"Bearer {API_KEY}" for h in fake.headers)
@@ -125,6 +176,10 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     assert results["settingsArrived"] and results["cancelNote"] == "Cancelled; the thread is unchanged."
     # A server that dies is reported and restarted; one that cannot start says so and how to fix it.
     assert results["killed"] == 1 and results["restarted"]
+    # margin.server.pythonPath overrides the bundled server: that Python runs its own Margin.
+    assert [(p["cmdline"], p["pythonPath"]) for p in results["overridden"]] == [
+        ([str(BIN / "python"), "-m", "margin.lsp.main", "--stdio"], str(REPO / "server"))]
+    # So does margin.server.command: a missing program fails to start, the bundle is not used instead.
     assert "Install Margin, or set margin.server.command or margin.server.pythonPath." in results["startFailure"]
     assert results["failedStatus"] >= 1
     assert (SCREENSHOTS / "vscode-diff.png").stat().st_size > 10_000
@@ -146,6 +201,7 @@ def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
     # so every ask gets the same answer.
     fake.default = reply("```python\n + b\n```")
     workspace, results = run_in_vs_code("inline_completion.mjs", fake, tmp_path, calc, MARGIN_E2E_TYPED="a")
+    assert_bundled_server(results["server"])
     # Typing `a` after `return ` brought the suggestion as ghost text, shown in the screenshot.
     assert results["ghost"] == " + b" and results["ghostAfterShot"] == " + b", results
     assert results["lineWithGhost"] == "    return a + b"
@@ -164,6 +220,7 @@ def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
 
 def test_remember_list_and_forget_a_memory_in_real_vs_code(fake, tmp_path):
     _workspace, results = run_in_vs_code("memories.mjs", fake, tmp_path, CALC)
+    assert_bundled_server(results["server"])
     # Remember…: the fact, then the scope (this folder first), then a note with the memory's id.
     assert results["scopes"] == [["This workspace folder", "ws"], ["Every workspace", "global"]]
     assert results["remembered"] == "Margin will keep that in mind in ws (memory 1)."

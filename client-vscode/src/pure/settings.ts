@@ -61,15 +61,53 @@ export function serverSettings(get: Lookup, at: "start" | "workspace" = "start")
 export interface ServerLaunch {
   command: string;
   args: string[];
+  /** set for the bundled server: its libraries, as PYTHONPATH */
+  pythonPath?: string;
+  /** what chose it, for the log and the start failure message */
+  source: "pythonPath" | "command" | "bundled" | "PATH";
 }
 
-/** How to start the server: a Python interpreter running the module, or the executable. */
-export function serverLaunch(get: Lookup): ServerLaunch {
+/** The server bundled with the extension (client-vscode/bundled): its libraries and a Python
+ * found on the machine to run them. */
+export interface BundledServer {
+  python: string;
+  libs: string;
+}
+
+/** How to start the server: the Python interpreter of `margin.server.pythonPath` running the
+ * module, else the executable of `margin.server.command`, else the bundled server, else
+ * `margin-lsp` on PATH (a build without the bundle, or no suitable Python). */
+export function serverLaunch(get: Lookup, bundled?: BundledServer): ServerLaunch {
   const extra = Array.isArray(get("server.args")) ? (get("server.args") as unknown[]).map(String) : [];
   const python = get("server.pythonPath");
   if (typeof python === "string" && python.trim()) {
-    return { command: python.trim(), args: ["-m", "margin.lsp.main", ...extra] };
+    return { command: python.trim(), args: ["-m", "margin.lsp.main", ...extra], source: "pythonPath" };
   }
   const command = get("server.command");
-  return { command: typeof command === "string" && command.trim() ? command.trim() : "margin-lsp", args: extra };
+  if (typeof command === "string" && command.trim()) {
+    return { command: command.trim(), args: extra, source: "command" };
+  }
+  if (bundled) {
+    return { command: bundled.python, args: ["-m", "margin.lsp.main", ...extra], pythonPath: bundled.libs, source: "bundled" };
+  }
+  return { command: "margin-lsp", args: extra, source: "PATH" };
+}
+
+/** The Python programs tried, in order, for the bundled server (after the Python extension's
+ * interpreter, when it has one). */
+export function pythonCandidates(platform: string = process.platform): string[] {
+  const versioned = ["3.14", "3.13", "3.12", "3.11"];
+  return platform === "win32" ? ["python", "python3", "py"] : ["python3", ...versioned.map((v) => `python${v}`), "python"];
+}
+
+/** What a candidate Python prints, run with PROBE_CODE. */
+export const PROBE_CODE = "import sys, sysconfig; print(sys.version_info[0], sys.version_info[1], " +
+  "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))), sys.executable)";
+
+/** The interpreter a probe found, when it is one the bundle has libraries for (`supported`:
+ * "3.11", ...; a free-threaded build runs none of them); else undefined. */
+export function acceptProbe(stdout: string, supported: readonly string[]): string | undefined {
+  const match = /^(\d+) (\d+) ([01]) (.+)$/m.exec(stdout.trim());
+  if (!match || match[3] === "1") return undefined;
+  return supported.includes(`${match[1]}.${match[2]}`) && match[4].trim() ? match[4].trim() : undefined;
 }
