@@ -29,7 +29,7 @@ export class StatusBar implements vscode.Disposable {
     try {
       const status = await request(client, METHODS.status, {});
       const chat: Partial<ProfileStatus> = status.profiles.chat ?? {};
-      this.update({ running: true, model: chat.model, contextWindow: chat.contextWindow });
+      this.update({ running: true, model: chat.model, contextWindow: chat.contextWindow, version: status.version });
     } catch {
       this.update({ running: client.isRunning() });
     }

@@ -18,6 +18,7 @@ test("the status bar names the model and the last request's share of the window"
     "$(comment-discussion) gemma · 42%");
   assert.match(statusText({ model: "gemma", usedPercent: 42, contextWindow: 4096, busy: false, running: true }).tooltip,
     /4,096-token window; the last request used 42%/);
+  assert.match(statusText({ model: "gemma", version: "0.1.0", busy: false, running: true }).tooltip, /\(Margin 0\.1\.0\)$/);
   assert.equal(statusText({ busy: true, running: true }).text, "$(sync~spin) Margin");
   assert.match(statusText({ busy: true, running: true }).tooltip, /Click to cancel/);
   assert.equal(statusText({ busy: false, running: false }).text, "$(error) Margin");

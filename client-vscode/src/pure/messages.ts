@@ -20,6 +20,8 @@ export interface StatusState {
   model?: string | null;
   contextWindow?: number | null;
   usedPercent?: number | null;
+  /** the server's version (margin/status), shown in the tooltip */
+  version?: string | null;
   busy: boolean;
   running: boolean;
 }
@@ -31,7 +33,9 @@ export function statusText(state: StatusState): { text: string; tooltip: string 
   if (state.busy) return { text: `$(sync~spin) Margin${use}`, tooltip: `Margin is working (${model}). Click to cancel.` };
   const window = state.contextWindow ? `, ${state.contextWindow.toLocaleString("en-US")}-token window` : "";
   const last = state.usedPercent == null ? "" : `; the last request used ${state.usedPercent}% of it`;
-  return { text: `$(comment-discussion) ${model}${use}`, tooltip: `Margin: ${model}${window}${last}. Click to open the chat.` };
+  const server = state.version ? ` (Margin ${state.version})` : "";
+  return { text: `$(comment-discussion) ${model}${use}`,
+           tooltip: `Margin: ${model}${window}${last}. Click to open the chat.${server}` };
 }
 
 /** An error's message, for a person. */
