@@ -370,13 +370,12 @@ def obsolete(files: dict[Path, str]) -> set[Path]:
 def stale() -> list[Path]:
     """The generated files whose committed text differs from what this script writes, and any
     schema file no method writes any more."""
-    files = generated()
-    return generated_files.out_of_date(files) + sorted(obsolete(files))
+    return generated_files.stale(generated, obsolete)
 
 
 def main(argv: list[str] | None = None) -> int:
     return generated_files.main(argv, description=__doc__.splitlines()[0], repo=REPO, command=COMMAND,
-                                stale=stale, generated=generated, obsolete=obsolete)
+                                generated=generated, obsolete=obsolete)
 
 
 if __name__ == "__main__":

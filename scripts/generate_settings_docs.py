@@ -169,12 +169,12 @@ def generated() -> dict[Path, str]:
 
 
 def stale() -> list[Path]:
-    return generated_files.out_of_date(generated())
+    return generated_files.stale(generated)
 
 
 def main(argv: list[str] | None = None) -> int:
     return generated_files.main(argv, description=__doc__.splitlines()[0], repo=REPO, command=COMMAND,
-                                stale=stale, generated=generated)
+                                generated=generated)
 
 
 if __name__ == "__main__":

@@ -15,17 +15,28 @@ def out_of_date(files: dict[Path, str]) -> list[Path]:
             if not path.exists() or path.read_text(encoding="utf-8") != text]
 
 
+def _none(files: dict[Path, str]) -> Iterable[Path]:
+    return ()
+
+
+def stale(generated: Callable[[], dict[Path, str]],
+          obsolete: Callable[[dict[Path, str]], Iterable[Path]] = _none) -> list[Path]:
+    """What --check reports: the generated files out of date, and those no longer written."""
+    files = generated()
+    return out_of_date(files) + sorted(obsolete(files))
+
+
 def main(argv: list[str] | None, *, description: str, repo: Path, command: str,
-         stale: Callable[[], list[Path]], generated: Callable[[], dict[Path, str]],
-         obsolete: Callable[[dict[Path, str]], Iterable[Path]] = lambda files: ()) -> int:
-    """The command line of a generator: `stale()` names what --check reports, `generated()` what
-    is written, `obsolete(files)` the files it wrote before and no longer writes (removed)."""
+         generated: Callable[[], dict[Path, str]],
+         obsolete: Callable[[dict[Path, str]], Iterable[Path]] = _none) -> int:
+    """The command line of a generator: `generated()` is what is written, `obsolete(files)` the
+    files it wrote before and no longer writes (removed); --check names what `stale` finds."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 naming each file that is out of date")
     args = parser.parse_args(argv)
     if args.check:
-        paths = stale()
+        paths = stale(generated, obsolete)
         for path in paths:
             print(f"{path.relative_to(repo)} is out of date: run {command}", file=sys.stderr)
         return 1 if paths else 0
