@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from margin import logs
 from margin.core.budget import BudgetReport, Window
@@ -89,6 +89,8 @@ class ShortCounts:
         def many(texts: list[str]) -> list[int]:
             """Counts of many texts, the known ones looked up all at once."""
             found = list(map(counts.get, texts))
+            if None not in found:  # the usual case while typing: all known
+                return cast("list[int]", found)
             return [n if n is not None else counted(t) for n, t in zip(found, texts)]
 
         counted.many = many  # type: ignore[attr-defined]
