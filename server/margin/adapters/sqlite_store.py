@@ -23,80 +23,16 @@ from typing import Any
 
 import aiosqlite
 
+from margin.adapters import sqlite_schema
+from margin.adapters.sqlite_schema import explain
 from margin.core import memories
 from margin.core.memories import Memory
 from margin.core.threads import Message, NewMessage, StoreContents, StoreUnavailable, Thread
 
 log = logging.getLogger(__name__)
 
-MIGRATIONS: list[str] = [
-    # 1: threads, messages, token counts
-    """
-    CREATE TABLE threads (
-        id TEXT PRIMARY KEY,
-        workspace TEXT NOT NULL,
-        context TEXT NOT NULL,
-        title TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE INDEX threads_by_workspace ON threads (workspace, context, created_at);
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        hidden INTEGER NOT NULL DEFAULT 0,
-        kind TEXT,
-        uri TEXT,
-        fingerprint TEXT,
-        meta TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX messages_by_thread ON messages (thread_id, id);
-    CREATE TABLE token_counts (
-        message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
-        tokenizer TEXT NOT NULL,
-        tokens INTEGER NOT NULL,
-        PRIMARY KEY (message_id, tokenizer)
-    );
-    """,
-    # 2: memories (AUTOINCREMENT: a forgotten memory's id is never given to another)
-    """
-    CREATE TABLE memories (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        text TEXT NOT NULL,
-        scope TEXT NOT NULL CHECK (scope IN ('workspace', 'global')),
-        workspace TEXT NOT NULL,
-        created_at REAL NOT NULL
-    );
-    CREATE INDEX memories_by_workspace ON memories (workspace, created_at);
-    """,
-]
-
-BUSY_TIMEOUT_MS = 2000
 TIMELINES_KEPT = 4
 """Threads whose messages are kept in memory, the most recently read."""
-
-
-def _explain(path: Path, error: Exception) -> str:
-    text = str(error).lower()
-    if "locked" in text or "busy" in text:
-        why = "it is locked by another process"
-        fix = "close the other program using it, or set a different database path"
-    elif "readonly" in text or "read-only" in text or "permission" in text or "unable to open" in text:
-        why = "it cannot be written"
-        fix = "check the file's and its folder's permissions, or set a different database path"
-    elif "full" in text:
-        why = "the disk it is on is full (or the file has reached its size limit)"
-        fix = "free some space on that disk, or set a different database path"
-    elif "not a database" in text or "malformed" in text or "corrupt" in text:
-        why = "it is not a valid SQLite database (damaged?)"
-        fix = "move the file aside (Margin will start a new one), or set a different database path"
-    else:
-        why = f"{type(error).__name__}: {error}"
-        fix = "set a different database path"
-    return f"Margin cannot use its thread database {path}: {why}. To fix: {fix}."
 
 
 class Timelines:
@@ -142,40 +78,17 @@ class SQLiteThreadStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise StoreUnavailable(_explain(self.path, error)) from None
+            raise StoreUnavailable(explain(self.path, error)) from None
         db = None
         try:
             db = await aiosqlite.connect(self.path, isolation_level=None)
-            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await db.execute("PRAGMA foreign_keys = ON")
-            mode = await (await db.execute("PRAGMA journal_mode = WAL")).fetchone()
-            await self._migrate(db)
-            await db.execute("PRAGMA quick_check")
+            mode = await sqlite_schema.prepare(db)
         except (sqlite3.Error, OSError) as error:
             if db is not None:
                 await db.close()
-            raise StoreUnavailable(_explain(self.path, error)) from None
+            raise StoreUnavailable(explain(self.path, error)) from None
         self._db = db
-        log.info("thread store open journal=%s", mode[0] if mode else "?")
-
-    async def _migrate(self, db: aiosqlite.Connection) -> None:
-        ((version,),) = await (await db.execute("PRAGMA user_version")).fetchall()
-        if version > len(MIGRATIONS):
-            raise sqlite3.DatabaseError(
-                f"the file's schema is version {version}, newer than this Margin knows "
-                f"({len(MIGRATIONS)}); upgrade Margin")
-        for number in range(version + 1, len(MIGRATIONS) + 1):
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in MIGRATIONS[number - 1].split(";"):
-                    if statement.strip():
-                        await db.execute(statement)
-                await db.execute(f"PRAGMA user_version = {number}")
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
-            log.info("thread store migrated to schema %d", number)
+        log.info("thread store open journal=%s", mode)
 
     async def close(self) -> None:
         self._timelines.clear()  # data_version is the connection's
@@ -192,10 +105,9 @@ class SQLiteThreadStore:
     async def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         db = await self._conn()
         try:
-            cursor = await db.execute(sql, args)
-            return list(await cursor.fetchall())
+            return list(await db.execute_fetchall(sql, args))  # one trip to the connection's thread
         except sqlite3.Error as error:
-            raise StoreUnavailable(_explain(self.path, error)) from None
+            raise StoreUnavailable(explain(self.path, error)) from None
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -227,7 +139,7 @@ class SQLiteThreadStore:
                     await db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as error:
-            raise StoreUnavailable(_explain(self.path, error)) from None
+            raise StoreUnavailable(explain(self.path, error)) from None
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         self._timelines.clear()
@@ -304,27 +216,36 @@ class SQLiteThreadStore:
                        created_at=created_at)
 
     async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
-        if await self.get_thread(thread_id) is None:
-            raise KeyError(thread_id)
+        """In one transaction of a few statements (each is a trip to the connection's thread, the
+        cost of a turn stored): the thread's time, the messages in one INSERT, their counts in
+        one more. A thread that is gone is a KeyError, and nothing is written."""
         now = time.time()
-        added, kept = [], []
+        metas = [json.dumps(dict(m.meta)) for m in messages]
+        rows = [(thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint, meta)
+                for m, meta in zip(messages, metas, strict=True)]
         async with self._transaction() as db:
             timeline = self._timelines.pop(thread_id)
-            for m in messages:
-                meta = json.dumps(dict(m.meta))
-                cursor = await db.execute(
-                    "INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, "
-                    "fingerprint, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint, meta))
-                message_id = cursor.lastrowid or 0
-                await db.executemany(
-                    "INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)",
-                    [(message_id, tokenizer, tokens) for tokenizer, tokens in m.tokens.items()])
-                added.append(Message.stored(m, id=message_id, thread_id=thread_id, created_at=now))
-                kept.append(self._message(thread_id, message_id, m.role, m.content, now, int(m.hidden), m.kind,
-                                          m.uri, m.fingerprint, meta, json.dumps(dict(m.tokens))))
-            await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))
+            if (await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))).rowcount == 0:
+                raise KeyError(thread_id)
+            ids: list[int] = []
+            if rows:
+                # One statement's rows take rising ids in the order given; RETURNING may list them
+                # in any order, so they are sorted.
+                returned = await db.execute_fetchall(
+                    "INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, fingerprint, "
+                    f"meta) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?, ?, ?)'] * len(rows))} RETURNING id",
+                    [value for row in rows for value in row])
+                ids = sorted(row[0] for row in returned)
+            counts = [(message_id, tokenizer, tokens)
+                      for message_id, m in zip(ids, messages, strict=True) for tokenizer, tokens in m.tokens.items()]
+            if counts:
+                await db.executemany("INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)", counts)
+            added = [Message.stored(m, id=message_id, thread_id=thread_id, created_at=now)
+                     for message_id, m in zip(ids, messages, strict=True)]
             if timeline is not None:  # as a read after the commit would find it (dropped if it fails)
+                kept = [self._message(thread_id, message_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri,
+                                      m.fingerprint, meta, json.dumps(dict(m.tokens)))
+                        for message_id, m, meta in zip(ids, messages, metas, strict=True)]
                 self._timelines.keep(thread_id, timeline[0], [*timeline[1], *kept])
         return added
 

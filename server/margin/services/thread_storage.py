@@ -6,6 +6,7 @@ hands over what it holds, so the session keeps its threads and memories."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,9 @@ class ThreadStorage:
         self._ttl_days = ttl_days
         self._tell_user = tell_user
         self._store: ThreadStore | None = None
+        self._opening = asyncio.Lock()
+        """one opening at a time: requests that come together at start-up all wait for it (two
+        openings of one new file would both migrate it, and the second fail)"""
         self.problem: str | None = None
         """why threads are not being saved, or None"""
 
@@ -50,6 +54,12 @@ class ThreadStorage:
     async def _open(self) -> ThreadStore:
         if self._store is not None:
             return self._store
+        async with self._opening:
+            if self._store is not None:
+                return self._store
+            return await self._open_now()
+
+    async def _open_now(self) -> ThreadStore:
         store = self._make_store(self.path)
         try:
             await store.open()

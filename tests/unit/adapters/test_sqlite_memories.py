@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from margin.adapters.sqlite_store import MIGRATIONS, SQLiteThreadStore
+from margin.adapters.sqlite_schema import MIGRATIONS
+from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.core.memories import InvalidMemory
 from margin.core.threads import MemoryThreadStore
 

@@ -11,7 +11,8 @@ import time
 import aiosqlite
 import pytest
 
-from margin.adapters.sqlite_store import MIGRATIONS, SQLiteThreadStore
+from margin.adapters.sqlite_schema import MIGRATIONS
+from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.core.threads import FILE_CONTEXT, MemoryThreadStore, NewMessage, StoreUnavailable
 
 
@@ -389,3 +390,29 @@ async def test_reads_and_writes_interleaved_keep_what_the_file_holds(tmp_path, s
             after(step % 5, store.append(thread.id, [NewMessage("user", f"q{step}"), NewMessage("assistant", "a")])),
             after(step % 3, store.messages(thread.id)), after(step % 7, store.messages(thread.id)))
         assert await store.messages(thread.id) == await fresh_view(path, thread.id), step
+
+
+async def test_two_stores_opening_one_new_file_together_both_open(tmp_path):
+    """Two servers started together on a new database (two editor windows): the schema is made
+    once, and neither falls back to memory."""
+    path = tmp_path / "threads.db"
+    for _ in range(5):
+        path.unlink(missing_ok=True)
+        stores = [SQLiteThreadStore(path) for _ in range(4)]
+        await asyncio.gather(*(s.open() for s in stores))
+        threads = [await s.new_thread("/ws", "chat") for s in stores]
+        assert {t.id for t in await stores[0].list_threads("/ws")} == {t.id for t in threads}
+        for s in stores:
+            await s.close()
+
+
+async def test_appending_to_a_deleted_thread_writes_nothing(tmp_path):
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+    thread = await store.new_thread("/ws", "chat")
+    await store.append(thread.id, [NewMessage("user", "first", tokens={"t": 1})])
+    await store.delete_thread(thread.id)
+    with pytest.raises(KeyError):
+        await store.append(thread.id, [NewMessage("user", "lost", tokens={"t": 1})])
+    rows = await (await store._conn()).execute_fetchall("SELECT count(*) FROM messages")
+    assert list(rows) == [(0,)]
+    await store.close()

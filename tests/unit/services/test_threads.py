@@ -3,6 +3,7 @@ thread use cases (which thread, history as a person sees it, new, list, delete) 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 
@@ -32,6 +33,22 @@ async def test_corrupt_database_falls_back_to_memory_with_one_message(tmp_path):
     assert not threads.persistent and len(told) == 1
     assert str(path) in told[0] and "threads and memories are kept only until Margin stops" in told[0]
     assert path.read_bytes() == b"garbage" * 1000  # the user's file is left alone
+    await threads.close()
+
+
+async def test_requests_that_come_together_at_start_up_share_one_store(tmp_path):
+    """The first requests of a session may come at once (an editor asks for threads and status
+    together): the database is opened once, and the session keeps it."""
+    made: list[SQLiteThreadStore] = []
+
+    def make(path):
+        made.append(SQLiteThreadStore(path))
+        return made[-1]
+
+    told: list[str] = []
+    threads = ThreadStorage(make, tmp_path / "threads.db", ttl_days=30, tell_user=told.append)
+    await asyncio.gather(*(threads.run(lambda s: s.list_threads()) for _ in range(8)))
+    assert len(made) == 1 and threads.persistent and told == []
     await threads.close()
 
 
