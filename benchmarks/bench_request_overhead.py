@@ -178,7 +178,7 @@ def sampled(pid: int, out: str | None) -> Any:
             print("py-spy is not installed (pip install py-spy): not sampled", file=sys.stderr)
         yield
         return
-    process = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "500", "--threads", "--format",
+    process = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--threads", "--format",
                                 "speedscope", "--output", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)  # attached
     try:

@@ -101,6 +101,9 @@ def hang(seconds: float) -> Step:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
+    """socketserver's listen backlog is 5: a burst of new connections past it (fifty requests at
+    once) has some reset by the kernel, where a real model server (llama.cpp, vLLM) queues them"""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that time out or cancel drop the connection; that is what is being tested.

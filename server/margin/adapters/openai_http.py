@@ -27,7 +27,7 @@ import httpx
 from margin import __version__
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
-from margin.adapters.stream_shapes import arguments_text, call_piece, drain, sse_answer, usage_of
+from margin.adapters.stream_shapes import arguments_text, call_piece, drain, event_data, json_of, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -196,7 +196,7 @@ class OpenAICompatibleProvider:
 
     def _json_object(self, content: bytes) -> dict[str, Any]:
         try:
-            answer = json.loads(content)
+            answer = json_of(content)
         except ValueError:
             raise self._malformed("a reply that is not JSON") from None
         if not isinstance(answer, dict):
@@ -205,10 +205,10 @@ class OpenAICompatibleProvider:
 
     async def _joined_events(self, response: httpx.Response) -> dict[str, Any]:
         events: list[dict[str, Any]] = []
-        async for line in response.aiter_lines():
-            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+        async for data in event_data(response.aiter_bytes()):
+            if data == b"[DONE]":
                 continue
-            event = self._json_object(line[5:].strip().encode())
+            event = self._json_object(data)
             if "error" in event:
                 status = event["error"].get("code") if isinstance(event["error"], dict) else None
                 raise error_from_body(status if isinstance(status, int) else 500, event, self.base_url)
@@ -262,17 +262,14 @@ class OpenAICompatibleProvider:
 
     async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
         finished, events = False, 0
-        lines = response.aiter_lines()
-        async for line in lines:
-            if not line.startswith("data:"):
-                continue  # blank separators, comments, event:/id:/retry: fields
+        lines = event_data(response.aiter_bytes())
+        async for data in lines:
             events += 1
-            data = line[5:].strip()
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 await drain(lines)  # so that the connection is reused
                 return
             try:
-                chunk = json.loads(data)
+                chunk = json_of(data)
             except ValueError:
                 raise self._malformed("a stream chunk that is not JSON", MalformedStream) from None
             if not isinstance(chunk, dict):

@@ -71,7 +71,32 @@ DRAIN_S = 0.05
 """How long the end of a stream's body is waited for after its `[DONE]` (see `drain`)."""
 
 
-async def drain(lines: AsyncIterator[str]) -> None:
+async def event_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The value of each `data:` line of an event stream, stripped, from the body's chunks (the
+    lines end in LF, CRLF or CR, as httpx's `aiter_lines` splits them). Lines are split a chunk at
+    a time and decoded only as JSON, not line by line through a text decoder: a backend streams a
+    chunk a token, and this is most of what reading one costs. Other lines (blank separators,
+    comments, `event:`, `id:`) are passed over."""
+    rest = b""
+    async for chunk in chunks:
+        lines = (rest + chunk if rest else chunk).splitlines(keepends=True)
+        rest = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if rest.startswith(b"data:"):
+        yield rest[5:].strip()
+
+
+def json_of(data: bytes) -> Any:
+    """An event's JSON; bytes that are not UTF-8 read as a text decoder reads them (U+FFFD)."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        return json.loads(data.decode("utf-8", "replace"))
+
+
+async def drain(lines: AsyncIterator[Any]) -> None:
     """Read what follows a stream's `[DONE]` — the end of its body, normally in the same packet —
     so that the connection goes back to httpx's pool for the next request (a response closed
     unread has its connection closed: a new TCP connection a request). A backend that keeps the

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
-from pygls.io_ import StdinAsyncReader, StdoutWriter
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from margin import __version__, deferred, logs
 from margin.lsp import pygls_private, tcp
 from margin.lsp.protocol import MarginProtocol, margin_converter
-from margin.lsp.transport import read_messages
+from margin.lsp.transport import PipeReader, read_messages
 from margin.services.errors import RequestError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class MarginLanguageServer(LanguageServer):
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         stop_event = pygls_private.new_stop_event(self)
-        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        reader = PipeReader(stdin or sys.stdin.buffer)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         try:
             asyncio.run(read_messages(stop_event, reader, self.protocol, pygls_private.error_reporter(self)))

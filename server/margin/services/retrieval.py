@@ -24,7 +24,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Collection
+from collections import OrderedDict
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +44,8 @@ from margin.services.workspace import path_of
 log = logging.getLogger(__name__)
 
 MAX_SNIPPETS = 6
+LINES_KEPT = 32
+"""files whose lines are kept for snippet windows, per folder (the hits of the last few requests)"""
 
 
 @dataclass
@@ -60,6 +63,9 @@ class FolderIndex:
     head: float | None = None
     """when git's HEAD last moved, as the history was read"""
     scanning: asyncio.Task[Any] | None = None
+    lines: OrderedDict[str, tuple[Hashable, list[str] | None]] = field(default_factory=OrderedDict)
+    """the lines of files snippets were cut from lately, by file id, with what they were read at
+    (an open file's fingerprint, a file's stamp on disk): read again once that changes"""
 
     @property
     def prefix(self) -> str:
@@ -192,9 +198,7 @@ class Retrieval:
     def _ref(self, index: FolderIndex, hit: Hit, read: dict[str, list[str] | None]) -> FileRef | None:
         uri = f"{index.prefix}{quote(hit.file_id)}"
         if hit.file_id not in read:
-            open_file = self.app.files.get(uri)
-            text = open_file.text if open_file is not None else read_for_index(index.files, hit.file_id)
-            read[hit.file_id] = text.splitlines(keepends=True) if text is not None else None
+            read[hit.file_id] = self._lines(index, hit.file_id, uri)
         if (every_line := read[hit.file_id]) is None:
             return None
         lines = every_line[hit.start_line:hit.end_line]
@@ -204,6 +208,23 @@ class Retrieval:
         language = language_of(hit.file_id, "text")
         return FileRef(VirtualFile(f"{uri}#L{first}-{last}", language, 0, "".join(lines)),
                        f"{hit.file_id} lines {first}-{last}")
+
+
+    def _lines(self, index: FolderIndex, file_id: str, uri: str) -> list[str] | None:
+        """The file's lines: the open file's, else the file's on disk; kept while the file stays
+        as it was (a stat, not a read, for a file hit again by the next request)."""
+        open_file = self.app.files.get(uri)
+        version: Hashable = ("open", open_file.fingerprint) if open_file is not None else index.files.stamp(file_id)
+        kept = index.lines.pop(file_id, None)
+        if kept is not None and kept[0] == version and version is not None:
+            lines = kept[1]
+        else:
+            text = open_file.text if open_file is not None else read_for_index(index.files, file_id)
+            lines = text.splitlines(keepends=True) if text is not None else None
+        index.lines[file_id] = (version, lines)
+        while len(index.lines) > LINES_KEPT:
+            index.lines.popitem(last=False)
+        return lines
 
 
 class _Stopped(Exception):

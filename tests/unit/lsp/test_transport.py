@@ -1,13 +1,18 @@
-"""The scan that finds a message's id and method when the JSON parser cannot read the message."""
+"""Reading the editor's messages: the thread that reads the stream, and the scan that finds a
+message's id and method when the JSON parser cannot read the message."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import threading
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from margin.lsp.transport import top_level
+from margin.lsp.transport import PipeReader, top_level
 
 KEYS = ("id", "method")
 
@@ -39,3 +44,64 @@ def test_the_scan_agrees_with_the_parser_on_any_message(extra, msg_id, method):
     message = {**extra, "id": msg_id, "method": method}
     assert top_level(json.dumps(message).encode(), KEYS) == {"id": msg_id, "method": method}
     assert top_level(json.dumps(message, ensure_ascii=False, indent=1).encode(), KEYS) == {"id": msg_id, "method": method}
+
+
+# --- PipeReader: the editor's stream read by a thread, taken by the loop ----------------------
+
+def framed(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+async def read_all(reader: PipeReader) -> list[bytes]:
+    """The bodies, read as the server's loop reads them (transport.read_messages)."""
+    bodies = []
+    while header := await reader.readline():
+        length = int(header.split(b":")[1])
+        assert await reader.readline() == b"\r\n"
+        bodies.append(await reader.readexactly(length))
+    return bodies
+
+
+def writing(fd: int, data: bytes, pieces: int) -> threading.Thread:
+    """`data` written to `fd` in `pieces` parts from a thread (the editor), then the pipe closed."""
+    def write() -> None:
+        step = max(1, len(data) // pieces)
+        for start in range(0, len(data), step):
+            os.write(fd, data[start:start + step])
+        os.close(fd)
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("pieces", [1, 7, 1000])
+async def test_a_pipe_gives_every_message_whole_and_in_order(pieces: int) -> None:
+    bodies = [json.dumps({"id": n, "text": "é" * n * 37}).encode() for n in range(60)]
+    read_end, write_end = os.pipe()
+    thread = writing(write_end, b"".join(framed(b) for b in bodies), pieces)
+    with os.fdopen(read_end, "rb") as stream:
+        assert await read_all(PipeReader(stream)) == bodies
+    thread.join()
+
+
+async def test_bodies_larger_than_the_limit_still_arrive() -> None:
+    """The thread pauses while more than `limit` bytes wait, unless the loop needs more: a body
+    over the limit is read whole, not waited for for ever."""
+    bodies = [b"x" * 300_000, b"y" * 10, b"z" * 200_000]
+    read_end, write_end = os.pipe()
+    thread = writing(write_end, b"".join(framed(b) for b in bodies), 50)
+    with os.fdopen(read_end, "rb") as stream:
+        assert await read_all(PipeReader(stream, limit=1000)) == bodies
+    thread.join()
+
+
+async def test_a_stream_with_no_file_and_a_cut_end() -> None:
+    stream = io.BytesIO(framed(b'{"a": 1}') + b"Content-Length: 50\r\n\r\n{\"cut")
+    reader = PipeReader(stream)
+    assert await reader.readline() == b"Content-Length: 8\r\n"
+    assert await reader.readline() == b"\r\n"
+    assert await reader.readexactly(8) == b'{"a": 1}'
+    assert await reader.readline() == b"Content-Length: 50\r\n"
+    assert await reader.readline() == b"\r\n"
+    assert await reader.readexactly(50) == b'{"cut'  # fewer at the end, as a file's read gives
+    assert await reader.readline() == b""
