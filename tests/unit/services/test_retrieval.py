@@ -101,6 +101,28 @@ async def test_buffers_and_files_changed_on_disk_reach_the_index_without_a_resca
     assert await snippets(retrieval, "what does zebrafish_quota return?") == []
 
 
+async def test_a_snippets_file_is_read_again_only_when_it_changed(apps):
+    """The lines snippets are cut from are kept by the file's stamp: the next request that hits
+    the file does not read it, and one after the file changed shows its new text, never the old."""
+    ws = workspace()
+    retrieval = apps(ws)
+    assert "compute_invoice_total" in await text(retrieval, "invoice total with tax")
+    ws.files.reads.clear()
+    assert "compute_invoice_total" in await text(retrieval, "invoice total and tax rate")
+    assert ws.files.reads == []
+
+    changed = INVOICE.replace("round(subtotal * (1 + tax_rate), 2)", "subtotal + subtotal * tax_rate")
+    ws.files.write("billing/invoice.py", changed)
+    retrieval.touched(f"{WS}/billing/invoice.py")
+    found = await text(retrieval, "invoice total with tax")
+    assert "subtotal + subtotal * tax_rate" in found and "round(subtotal" not in found
+
+    app = retrieval.app  # an open buffer's text, by its fingerprint
+    app.files.open(f"{WS}/billing/invoice.py", "python", 1, changed.replace("tax_rate", "vat_rate"))
+    found = await text(retrieval, "invoice total with vat_rate")
+    assert "vat_rate" in found and "tax_rate" not in found
+
+
 async def test_a_restart_takes_over_kept_files_whose_stamp_is_unchanged_without_reading_them(apps):
     ws = workspace(**{"a.py": "def alpha_walrus():\n    pass\n", "b.py": "def beta():\n    pass\n"})
     first = apps(ws)
