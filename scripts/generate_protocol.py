@@ -3,7 +3,8 @@ server's one protocol description.
 
 server/margin/lsp/methods.py declares each of Margin's own methods and commands once (name,
 params and result models, what it is for); the pydantic models in server/margin/lsp/wire*.py
-declare each field (type, rules, and the docstring under it). From them this script writes:
+declare each field (type, rules, and the docstring under it), or take the fields of a service's
+model they build on (margin/status's profiles). From them this script writes:
 
 - docs/protocol.md: every method, when to use it, its params and result fields with their
   types and docs, and its errors;
@@ -55,10 +56,13 @@ KEPT_RULES = {"minLength": "at least {} character(s)", "maxLength": "at most {} 
 # --- the models' JSON schemas, with each field's docstring ---------------------------------
 
 def field_docs() -> dict[tuple[str, str], str]:
-    """The docstring under each field of the wire models, by (class, attribute)."""
+    """The docstring under each field of the wire models and of the models they build on (a
+    service's model, whose fields the wire sends as they are), by (class, attribute)."""
     docs = {}
-    for module in WIRE_MODULES:
-        for node in ast.parse(Path(module.__file__).read_text(encoding="utf-8")).body:
+    sources = {Path(inspect.getfile(k)) for model in _models().values() for k in model.__mro__
+               if k.__module__.startswith("margin.")}
+    for source in sorted(sources):
+        for node in ast.parse(source.read_text(encoding="utf-8")).body:
             if not isinstance(node, ast.ClassDef):
                 continue
             for field, after in zip(node.body, node.body[1:]):

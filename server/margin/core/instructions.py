@@ -20,7 +20,7 @@ lines that fit. Each cut is named in the budget report.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from margin.core.budget import Item, Section
 
@@ -35,18 +35,17 @@ class Candidate:
     """A place an instruction file may be: its path relative to the workspace folder."""
 
     file_id: str
-    distance: int
+    distance: int = 0
     """folders between the file's folder and the active file's (0: the same folder)"""
-    rank: int
+    rank: int = 0
     """its name's place in the setting (0: first)"""
 
 
-@dataclass(frozen=True)
-class InstructionFile:
-    file_id: str
+@dataclass(frozen=True, kw_only=True)
+class InstructionFile(Candidate):
+    """An instruction file found at its candidate place, and its text."""
+
     text: str
-    distance: int = 0
-    rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,7 @@ async def _head(file: InstructionFile, room: int,
     lines = file.text.strip().splitlines()
 
     def head(n: int) -> InstructionFile:
-        return InstructionFile(file.file_id, "\n".join(lines[:n]), file.distance, file.rank)
+        return replace(file, text="\n".join(lines[:n]))
 
     low, high = 0, len(lines) - 1  # the most lines that fit, found by bisection
     while low < high:

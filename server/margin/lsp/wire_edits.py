@@ -124,6 +124,15 @@ class SelectionEditData(_Wire):
         return SelectionEditRequest(self.uri, self.range.core(), self.kind, self.instruction,
                                     [d.core() for d in self.diagnostics], self.fingerprint)
 
+    @classmethod
+    def of(cls, request: SelectionEditRequest) -> SelectionEditData:
+        """An offered action's request as its `data` (`diagnostics` only when it has some: a fix)."""
+        data = cls(uri=request.uri, range=RangeModel.of(request.range), kind=request.kind,
+                   fingerprint=request.fingerprint, instruction=request.instruction)
+        if request.diagnostics:
+            data.diagnostics = [DiagnosticModel.of(problem) for problem in request.diagnostics]
+        return data
+
 
 class EditSelectionResult(_Wire):
     applied: bool

@@ -1,8 +1,12 @@
-"""The wire format of margin/status (see lsp/wire.py for the rest of Margin's own requests)."""
+"""The wire format of margin/status (see lsp/wire.py for the rest of Margin's own requests).
+
+A profile's status is services.diagnosis.ProfileStatus in camelCase: its fields, and the
+docstring of each, are declared there once for margin/status and `margin doctor` alike."""
 
 from __future__ import annotations
 
 from margin.lsp.wire import _Wire
+from margin.services.diagnosis import ProfileStatus
 
 
 class StatusParams(_Wire):
@@ -20,36 +24,8 @@ class FileStatusModel(_Wire):
     """as the editor named it"""
 
 
-
-class ProfileStatusModel(_Wire):
-    enabled: bool
-    model: str | None
-    """null: the backend's default model"""
-    base_url: str
-    """the backend's OpenAI-compatible URL"""
-    api_key: str
-    """whether requests carry the API key `apiKeyEnv` names, and why (or why not): "none
-    configured", "$VAR is set; sent to https://host only", or what keeps it back"""
-    reachable: bool | None
-    """null for a disabled profile (not probed); true for a busy backend, with `error` saying so"""
-    backend: str | None
-    """the kind of server found: llama.cpp, vllm or openai-compatible; null when not reached"""
-    context_window: int
-    """in tokens"""
-    context_window_source: str
-    """where the window came from: the setting, the backend, the model's documentation, or the fallback"""
-    tokenizer: str
-    """the tokenizer it counts with"""
-    exact: bool
-    """false when it counts with the heuristic (an upper bound)"""
-    tokenizer_state: str
-    """ready, loading, remote (the backend's /tokenize) or `unavailable: <why>`"""
-    error: str | None
-    """what is wrong, for a person"""
-    completion_route: str | None = None
-    """the completion profile's route (infill, mistral_fim, completions_suffix, raw_fim, chat),
-    once found; null for the other profiles"""
-
+class ProfileStatusModel(ProfileStatus, _Wire):
+    pass
 
 
 class StatusResult(_Wire):

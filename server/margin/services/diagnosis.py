@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import asdict, dataclass
+
+from pydantic import BaseModel, ConfigDict
 
 from margin.core.budget import system_prompt_warning
 from margin.core.completion.formats import family_for
@@ -20,28 +21,52 @@ from margin.services.profile import resolve_profile, snapshot
 from margin.services.tokenizers import REMOTE, Tokenizers
 
 
-@dataclass(frozen=True)
-class ProfileReport:
-    name: str
+class ProfileStatus(BaseModel):
+    """What a profile would run with right now. margin/status sends it as it is (camelCase,
+    lsp.wire_status.ProfileStatusModel); `margin doctor` shows it as a ProfileReport."""
+
     enabled: bool
-    base_url: str
     model: str | None
+    """null: the backend's default model"""
+    base_url: str
+    """the backend's OpenAI-compatible URL"""
     api_key: str
+    """whether requests carry the API key `apiKeyEnv` names, and why (or why not): "none
+    configured", "$VAR is set; sent to https://host only", or what keeps it back"""
     reachable: bool | None
+    """null for a disabled profile (not probed); true for a busy backend, with `error` saying so"""
     backend: str | None
+    """the kind of server found: llama.cpp, vllm or openai-compatible; null when not reached"""
     context_window: int
+    """in tokens"""
     context_window_source: str
+    """where the window came from: the setting, the backend, the model's documentation, or the fallback"""
     tokenizer: str
+    """the tokenizer it counts with"""
     exact: bool
+    """false when it counts with the heuristic (an upper bound)"""
     tokenizer_state: str
+    """ready, loading, remote (the backend's /tokenize) or `unavailable: <why>`"""
     error: str | None
+    """what is wrong, for a person"""
+    completion_route: str | None = None
+    """the completion profile's route (infill, mistral_fim, completions_suffix, raw_fim, chat),
+    once found; null for the other profiles"""
+
+
+class ProfileReport(ProfileStatus):
+    """A profile's status by name, and whether its probe timed out (margin/status says so in
+    `error`; `margin doctor` tells a busy backend from an unreachable one by it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
     timed_out: bool = False
     """the probe got no answer in time: with `reachable`, the backend is there but busy"""
-    completion_route: str | None = None
-    """for the completion profile: how completions reach this backend (services.completion_routes)"""
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """As `margin doctor --json` shows it: the name first."""
+        return {"name": self.name, **self.model_dump(exclude={"name"})}
 
 
 async def diagnose(

@@ -50,7 +50,7 @@ class InstructionFiles:
         for place in rules.candidates(settings.instruction_files, rules.folders_between(active)):
             text = self._text(root, files, place.file_id)
             if text is not None and text.strip():
-                found.append(InstructionFile(place.file_id, text, place.distance, place.rank))
+                found.append(InstructionFile(place.file_id, place.distance, place.rank, text=text))
         return found
 
     async def for_prompt(self, text_document: str | None, counter: TokenCounter) -> Instructions:

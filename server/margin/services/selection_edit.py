@@ -55,24 +55,24 @@ class SelectionEditError(RequestError):
 
 
 @dataclass(frozen=True)
-class OfferedAction:
-    title: str
-    kind: ActionKind
-    range: Range
-    """what it rewrites: the selection, or for a fix at the cursor the lines the diagnostics cover"""
-    instruction: str = ""
-    """for presets; a fix's comes from its diagnostics, a comment's from the comment"""
-
-
-@dataclass(frozen=True)
 class SelectionEditRequest:
     uri: str
     range: Range
+    """what it rewrites: the selection, or for a fix at the cursor the lines the diagnostics cover"""
     kind: ActionKind
     instruction: str = ""
+    """for presets; a fix's comes from its diagnostics, a comment's from the comment"""
     diagnostics: Sequence[Diagnostic] = ()
+    """for a fix: the problems to fix"""
     fingerprint: str | None = None
     """the text the action was offered on; None: whatever the document holds now"""
+
+
+@dataclass(frozen=True)
+class OfferedAction:
+    title: str
+    request: SelectionEditRequest
+    """what choosing it asks: the edit of the text it was offered on"""
 
 
 @dataclass
@@ -97,11 +97,17 @@ class SelectionEditService:
 
     def offer(self, uri: str, selection: Range, diagnostics: Sequence[Diagnostic]) -> list[OfferedAction]:
         """The actions for a selection; at a cursor, only "Fix with Margin" (on the lines the
-        diagnostics cover). None when the file is unknown or the edit profile is off."""
+        diagnostics cover). None when the file is unknown or the edit profile is off. Each
+        carries the request choosing it makes, of the text it is offered on."""
         file = self.app.files.get(uri)
         settings = self.app.settings.current
         if file is None or not settings.profile(PROFILE).enabled:
             return []
+
+        def action(title: str, kind: ActionKind, range_: Range = selection, instruction: str = "") -> OfferedAction:
+            problems = diagnostics if kind == "fix" else ()
+            return OfferedAction(title, SelectionEditRequest(uri, range_, kind, instruction, problems, file.fingerprint))
+
         start, end = self._offsets(file, selection)
         if start == end:
             if not diagnostics:
@@ -112,14 +118,14 @@ class SelectionEditService:
                             else file.position_at(len(file.text), self.app.files.encoding))
             if end_of_lines == Position(first, 0):
                 return []
-            return [OfferedAction("Fix with Margin", "fix", Range(Position(first, 0), end_of_lines))]
+            return [action("Fix with Margin", "fix", Range(Position(first, 0), end_of_lines))]
         actions = []
         comment = find_instruction(file.text, start, end)
         if comment is not None:
-            actions.append(OfferedAction(f"Margin: {_title(comment.text)}", "comment", selection))
+            actions.append(action(f"Margin: {_title(comment.text)}", "comment"))
         if diagnostics:
-            actions.append(OfferedAction("Fix with Margin", "fix", selection))
-        actions += [OfferedAction(f"Margin: {p.title}", "preset", selection, p.instruction)
+            actions.append(action("Fix with Margin", "fix"))
+        actions += [action(f"Margin: {p.title}", "preset", instruction=p.instruction)
                     for p in settings.globals.code_actions]
         return actions
 

@@ -75,7 +75,7 @@ def test_under_pressure_snippets_go_before_files_and_memories_after_them():
 
 
 def test_instructions_are_required_and_report_what_their_cap_cut():
-    rules = [InstructionFile("AGENTS.md", "Root rule.", 1), InstructionFile("pkg/AGENTS.md", "Pkg rule.", 0)]
+    rules = [InstructionFile("AGENTS.md", 1, text="Root rule."), InstructionFile("pkg/AGENTS.md", text="Pkg rule.")]
     result = assemble(history=history(80), instructions=Rules(rules, ["docs/AGENTS.md"]))
     report = result.plan.report().section("instructions")
     assert report.kept == 2 and [d.item for d in report.dropped] == ["docs/AGENTS.md"]

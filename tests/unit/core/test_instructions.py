@@ -30,15 +30,15 @@ def test_bare_names_are_looked_for_in_every_folder_and_paths_only_at_the_root():
 
 
 async def test_everything_fits_and_stays_farthest_first():
-    files = [InstructionFile("AGENTS.md", "a b c", 1, 0), InstructionFile("src/AGENTS.md", "d e", 0, 0)]
+    files = [InstructionFile("AGENTS.md", 1, 0, text="a b c"), InstructionFile("src/AGENTS.md", 0, 0, text="d e")]
     kept, cut = await fit(files, 1000, count)
     assert kept == files and cut == []
     assert render(kept).startswith(HEADING) and render(kept).index("a b c") < render(kept).index("d e")
 
 
 async def test_the_farthest_is_cut_first_and_a_straddler_keeps_its_first_lines():
-    near = InstructionFile("src/AGENTS.md", "near rule", 0, 0)
-    far = InstructionFile("AGENTS.md", "\n".join(f"far rule number {i}" for i in range(40)), 1, 0)
+    near = InstructionFile("src/AGENTS.md", 0, 0, text="near rule")
+    far = InstructionFile("AGENTS.md", 1, 0, text="\n".join(f"far rule number {i}" for i in range(40)))
     room = words(HEADING) + 2 + words(section_text(near)) + 2
     kept, cut = await fit([far, near], room + 40, count)
     assert kept[-1] == near and kept[0].file_id == "AGENTS.md"
@@ -52,7 +52,7 @@ async def test_the_farthest_is_cut_first_and_a_straddler_keeps_its_first_lines()
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 30)), min_size=1, max_size=6),
        st.integers(0, 200))
 async def test_never_over_the_cap_and_a_nearer_file_is_never_cut_while_a_farther_one_is_kept(shapes, cap):
-    files = [InstructionFile(f"f{i}.md", "\n".join(f"w{j} x" for j in range(lines)), distance, rank)
+    files = [InstructionFile(f"f{i}.md", distance, rank, text="\n".join(f"w{j} x" for j in range(lines)))
              for i, (distance, rank, lines) in enumerate(shapes)]
     kept, cut = await fit(files, cap, count)
     if kept:

@@ -62,9 +62,10 @@ def test_actions_are_offered_for_a_selection_and_none_for_a_cursor(service):
 
 def test_fix_with_margin_appears_with_diagnostics_and_at_a_cursor_covers_their_lines(service):
     problem = Diagnostic(4, "maximum recursion depth", "lint", None, 4)
-    assert [a.kind for a in service.offer(A, FUNCTION, [problem])] == ["comment", "fix", "preset", "preset", "preset"]
+    assert [a.request.kind for a in service.offer(A, FUNCTION, [problem])] == ["comment", "fix", "preset", "preset", "preset"]
     (fix,) = service.offer(A, Range(Position(4, 7), Position(4, 7)), [problem])
-    assert (fix.title, fix.range) == ("Fix with Margin", Range(Position(4, 0), Position(5, 0)))
+    assert (fix.title, fix.request.range) == ("Fix with Margin", Range(Position(4, 0), Position(5, 0)))
+    assert fix.request.diagnostics == [problem] and fix.request.fingerprint == service.app.files.get(A).fingerprint
 
 
 async def test_presets_come_from_settings_and_a_disabled_profile_offers_nothing(tmp_path):

@@ -17,7 +17,7 @@ from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
 with deferred.imports():
-    from margin.lsp import convert, wire, wire_edits
+    from margin.lsp import convert, wire_edits
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +39,19 @@ def code_action(ls: MarginLanguageServer, params: types.CodeActionParams) -> lis
     diagnostics = params.context.diagnostics
     problems = [convert.diagnostic(d) for d in diagnostics]
     offered = ls.services.selection_edits.offer(uri, convert.range_(params.range), problems)
-    file = ls.app.files.get(uri)
-    if not offered or file is None or not uri:  # an empty URI cannot be carried in `data`
+    if not offered or not uri:  # an empty URI cannot be carried in `data`
         return []
     only = params.context.only or []
     lazy = ls.resolves_edits()
     actions = []
     for offer in offered:
-        kind = FIX_KIND if offer.kind == "fix" else REWRITE_KIND
+        request = offer.request
+        kind = FIX_KIND if request.kind == "fix" else REWRITE_KIND
         if only and not any(kind == o or kind.startswith(f"{o}.") for o in only):
             continue
-        data = wire_edits.SelectionEditData(uri=uri, range=wire.RangeModel.of(offer.range), kind=offer.kind,
-                                      fingerprint=file.fingerprint, instruction=offer.instruction)
-        if offer.kind == "fix":
-            data.diagnostics = [wire_edits.DiagnosticModel.of(problem) for problem in problems]
-        action = types.CodeAction(offer.title, kind=kind, data=data.dump(), is_preferred=offer.kind == "comment",
-                                  diagnostics=list(diagnostics) if offer.kind == "fix" else None)
+        data = wire_edits.SelectionEditData.of(request)
+        action = types.CodeAction(offer.title, kind=kind, data=data.dump(), is_preferred=request.kind == "comment",
+                                  diagnostics=list(diagnostics) if request.kind == "fix" else None)
         if not lazy:
             action.command = types.Command(title=offer.title, command=EDIT_SELECTION_COMMAND.name, arguments=[data.dump()])
         actions.append(action)
