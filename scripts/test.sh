@@ -4,6 +4,8 @@
 # and types (mypy, strict for margin.core) at zero findings, and runs the whole suite: unit tests,
 # LSP end-to-end tests, the real llama.cpp, Neovim, VS Code and Emacs tests. Extra arguments go to
 # pytest. Exits non-zero on any finding, failure, skip, or when no test ran (pytest's exit 5).
+# pytest ends with the 25 slowest tests (setup, call and teardown apart), so that a CI log shows
+# where the time went; a later --durations among the arguments replaces it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
@@ -13,4 +15,4 @@ bash scripts/install-emacs.sh >/dev/null
 bash scripts/build-vscode-extension.sh >/dev/null
 .venv/bin/ruff check server tests benchmarks scripts
 .venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest --durations=25 "$@"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
+import secrets
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import httpx
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from tests import log_secrets
+from tests import llama_processes, log_secrets
 from tests.fakes.fake_openai import FakeBackend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,6 +77,7 @@ class LlamaServer:
     base_url: str
     root: str
     log_path: Path
+    pid: int
 
 
 @contextlib.contextmanager
@@ -83,7 +85,8 @@ def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iter
     """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
     port, until the block ends; `extra_args` go to llama-server itself (e.g. a chat template).
     scripts/install-model-server.sh installs it (a no-op when already installed); without it,
-    RuntimeError says what to run."""
+    RuntimeError says what to run. The server is stopped when the block ends, however it ends,
+    and dies with the process that started it (tests/llama_processes.py)."""
     check = subprocess.run(["bash", str(REPO / "scripts" / "install-model-server.sh"), "--check"],
                            capture_output=True, text=True)
     if check.returncode != 0:
@@ -91,12 +94,9 @@ def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iter
     home = Path(check.stdout.strip().splitlines()[-1])
     port = free_port()
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(home / "venv" / "bin" / "llama-cpp-server"), "-m", str(home / "gemma-3-270m-q4_k_m.gguf"),
-             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT),
-             *(["--", *extra_args] if extra_args else [])],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        process = llama_processes.start(
+            [str(llama_processes.binary(home)), "--model", str(home / "gemma-3-270m-q4_k_m.gguf"),
+             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT), *extra_args], log)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     try:
@@ -111,14 +111,9 @@ def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iter
             if time.monotonic() > deadline:
                 raise RuntimeError(f"llama-server did not become healthy:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield LlamaServer(base_url=f"{root}/v1", root=root, log_path=log_path)
+        yield LlamaServer(base_url=f"{root}/v1", root=root, log_path=log_path, pid=process.pid)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        llama_processes.stop(process)
 
 
 @pytest.fixture(scope="session")
@@ -143,12 +138,33 @@ async def until(condition, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def pytest_configure(config):
+    """This run's name, in the environment of every llama-server it starts (tests/llama_processes.py)."""
+    os.environ[llama_processes.RUN] = f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """A skipped test is a failing test here: no test in this suite is optional."""
+    """A skipped test is a failing test here: no test in this suite is optional. Nor may a test
+    leave a llama-server running: every fixture and test stops the ones it started (they are
+    torn down by now), so one still running fails the run, named with the test it started in,
+    and is killed."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and exitstatus == 0:
         reporter.write_line(f"{len(skipped)} test(s) skipped: this suite has no optional tests", red=True)
+        session.exitstatus = 1
+    run = os.environ.get(llama_processes.RUN)
+    leftovers = llama_processes.leftover_llama_servers(run) if run else []
+    if leftovers:
+        llama_processes.kill(leftovers)
+        for leftover in leftovers:
+            message = (f"llama-server {leftover.pid} was left running by the tests (started in "
+                       f"{leftover.started_in}; killed now): {leftover.command[:200]}")
+            if reporter:
+                reporter.ensure_newline()
+                reporter.write_line(message, red=True)
+            else:
+                print(message, file=sys.stderr)
         session.exitstatus = 1
 
 
