@@ -29,7 +29,7 @@ RUN = "PYTEST_MARGIN_RUN"
 """names a test run in the environment of the llama-servers it starts: set by tests/conftest.py at
 start-up (not MARGIN_*, which clean_env leaves out, so the benchmarks a test runs inherit it)"""
 NAME = "llama-server"
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 5.0
 """after SIGTERM, how long a server may take to exit before it is killed (an idle one exits at once)"""
 
 _WITH_PARENT_DEATH_SIGNAL = (
