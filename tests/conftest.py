@@ -143,11 +143,12 @@ def pytest_configure(config):
     os.environ[llama_processes.RUN] = f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own, which tears down what an interrupted run left set up
 def pytest_sessionfinish(session, exitstatus):
     """A skipped test is a failing test here: no test in this suite is optional. Nor may a test
-    leave a llama-server running: every fixture and test stops the ones it started (they are
-    torn down by now), so one still running fails the run, named with the test it started in,
-    and is killed."""
+    leave a llama-server running: every fixture and test stops the ones it started (all torn
+    down by now), so one still running fails the run, named with the test it started in, and is
+    killed."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and exitstatus == 0:

@@ -29,18 +29,21 @@ RUN = "PYTEST_MARGIN_RUN"
 """names a test run in the environment of the llama-servers it starts: set by tests/conftest.py at
 start-up (not MARGIN_*, which clean_env leaves out, so the benchmarks a test runs inherit it)"""
 NAME = "llama-server"
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 5.0
 """after SIGTERM, how long a server may take to exit before it is killed (an idle one exits at once)"""
 
 _WITH_PARENT_DEATH_SIGNAL = (
     "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "prctl = getattr(ctypes.CDLL(None, use_errno=True), 'prctl', None)  # Linux only\n"
+    "if prctl is not None:\n"
+    "    prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    sys.exit('the process that started llama-server is gone')\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
-"""Sets SIGKILL as the parent-death signal, then becomes the server (exec keeps the setting). The
-parent is the thread that started the process: start a server from a thread that outlives it."""
+"""Sets SIGKILL as the parent-death signal (on Linux; elsewhere the server is only stopped by
+`stop`), then becomes the server (exec keeps the setting). The parent is the thread that started
+the process: start a server from a thread that outlives it."""
 
 
 @functools.cache
@@ -89,7 +92,9 @@ class Leftover:
 def leftover_llama_servers(run: str) -> list[Leftover]:
     """The llama-server processes still running whose environment names the test run `run`."""
     marker = f"{RUN}={run}".encode()
-    found = []
+    found: list[Leftover] = []
+    if not Path("/proc").is_dir():  # not Linux: nothing to look at
+        return found
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
