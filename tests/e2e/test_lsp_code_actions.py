@@ -153,7 +153,8 @@ async def test_a_tokenizer_that_fails_is_an_error_a_person_can_act_on(fake, tmp_
     """The llama.cpp tokenizer failing (HTTP 500 from /tokenize; the fuzzing found this as an
     InternalError): the resolve fails naming the tokenizer, and no model is asked. (A server that
     has no /tokenize at all is counted with the token bound: test_lsp_completion.py.)"""
-    fake.routes["/tokenize"] = [fake_openai.status(500, {"error": {"message": "tokenizer crashed"}})] * 4
+    crashed = fake_openai.status(500, {"error": {"message": "tokenizer crashed"}})
+    fake.routes["/tokenize"] = [crashed] * 50  # every count fails, however many are asked at once
     async with start(fake, tmp_path, MARGIN_EDIT_TOKENIZER="llama.cpp") as client:
         open_doc(client, A, TEXT, version=1)
         (comment, *_) = await actions(client)

@@ -94,6 +94,12 @@ def sse_lines(lines: list[str]) -> Step:
     return Step("sse", lines=lines)
 
 
+def hang_up() -> Step:
+    """Read the request and close the connection without a word, as a server does that drops a
+    kept-alive connection just as a request arrives on it."""
+    return Step("hang", delay_s=0.0)
+
+
 def hang(seconds: float) -> Step:
     """Accept the request and say nothing for `seconds`."""
     return Step("hang", delay_s=seconds)

@@ -20,6 +20,7 @@ import httpx
 
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.openai_http import server_root
+from margin.adapters.reconnect import ReconnectOnce
 from margin.core.llm import ChatMessage, MalformedResponse
 from margin.core.tokens.counter import CountCache, TokenCounter, heuristic_counter
 
@@ -50,7 +51,8 @@ class ServerCounter(TokenCounter):
         self._root = server_root(self.base_url)
         self._timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport, headers=headers)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=ReconnectOnce(transport),
+                                         headers=headers)
         self._limit = asyncio.Semaphore(CONCURRENCY)
         self.cache = cache if cache is not None else CountCache()
         self.fallback: TokenCounter | None = None

@@ -27,6 +27,7 @@ import httpx
 from margin import __version__
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
+from margin.adapters.reconnect import ReconnectOnce
 from margin.adapters.stream_shapes import arguments_text, call_piece, drain, event_data, json_of, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
@@ -86,7 +87,7 @@ class OpenAICompatibleProvider:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s), headers=headers, transport=transport
+            timeout=httpx.Timeout(timeout_s), headers=headers, transport=ReconnectOnce(transport)
         )
 
     async def aclose(self) -> None:
@@ -222,8 +223,10 @@ class OpenAICompatibleProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         url, payload = self._sending(self._payload(request, stream=True))
+        answered = False
         try:
             async with self._client.stream("POST", url, json=payload) as response:
+                answered = True
                 if response.status_code >= 400:
                     raise error_from_body(
                         response.status_code, await response.aread(), self.base_url
@@ -236,8 +239,8 @@ class OpenAICompatibleProvider:
                     return
                 async for delta in self._read_events(response):
                     yield delta
-        except httpx.HTTPError as error:
-            raise self._transport_error(error, streaming=True) from error
+        except httpx.HTTPError as error:  # cut mid-reply, or no reply at all (reconnect.py tried twice)
+            raise self._transport_error(error, streaming=answered) from error
 
     def _reply_from_json(self, body: bytes) -> ChatReply:
         """A whole (non-streamed) chat completion."""

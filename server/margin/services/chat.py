@@ -179,12 +179,13 @@ class ChatService:
         """Everything up to the model call: thread, counts, the assembled prompt. `tools`: the
         request may offer the `recall` tool, where the backend takes tools (chat, to call it;
         edit-ops, not to: a thread's prompts then start the same, tools included)."""
+        tokenizer = profile.counter.name  # before: a server found not to count renames its counter
         try:
             return await self._prepare(ask, profile, tools)
         except SystemPromptTooLarge as error:
             raise RequestError(str(error)) from None
         except ProviderError as error:  # only the tokenizer is asked anything before the model call
-            raise RequestError(f"Could not count tokens with {profile.counter.name}: {error}") from None
+            raise RequestError(f"Could not count tokens with {tokenizer}: {error}") from None
 
     async def _prepare(self, ask: Ask, profile: Profile, tools: bool) -> Prepared:
         counter = profile.counter

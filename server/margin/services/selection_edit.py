@@ -169,6 +169,7 @@ class SelectionEditService:
             before = before[cut + 1:] if cut >= 0 else ""
         after = base.text[region.end:]
         after = after[: after.rfind("\n", 0, reach) + 1] if len(after) > reach else after
+        tokenizer = counter.name  # before: a server found not to count renames its counter
         try:  # only the tokenizer is asked anything before the model call
             found = await self.instructions.for_prompt(request.uri, counter) if self.instructions else None
             edit = EditInput(profile.system, profile.optional_system, file_id, base.language_id, before,
@@ -183,7 +184,7 @@ class SelectionEditService:
         except SystemPromptTooLarge as error:
             raise SelectionEditError(str(error)) from None
         except ProviderError as error:
-            raise SelectionEditError(f"Could not count tokens with {counter.name}: {error}") from None
+            raise SelectionEditError(f"Could not count tokens with {tokenizer}: {error}") from None
         budget = assembly.plan.report(counted)
         if assembly.over_budget:
             raise SelectionEditError(f"{assembly.over_budget} Select less code, or use a model with a "

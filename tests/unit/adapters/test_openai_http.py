@@ -25,7 +25,7 @@ from margin.core.llm import (
     Usage,
 )
 from tests.conftest import until
-from tests.fakes.fake_openai import FakeBackend, hang, raw, reply, sse_lines, status, stream
+from tests.fakes.fake_openai import FakeBackend, hang, hang_up, raw, reply, sse_lines, status, stream
 
 REQUEST = ChatRequest(
     messages=[ChatMessage("system", "be brief"), ChatMessage("user", "hi")],
@@ -587,3 +587,35 @@ async def test_streamed_pieces_without_an_index_take_their_place(fake, provider)
     for delta in await collect(provider):
         calls.add(delta.tool_calls)
     assert [(c.id, c.name, c.arguments) for c in calls.calls()] == [("x", "recall", "{}")]
+
+
+async def test_a_connection_dropped_before_any_answer_is_tried_once_more_on_a_new_one(fake, provider):
+    """The second request goes out on the kept-alive connection of the first; the server closes it
+    without a word (llama.cpp does after 5 s idle, and a request sent just then meets a closed
+    connection). It is sent again, once, on a new connection, and the user sees the answer."""
+    fake.script(reply("one"), hang_up(), reply("two"))
+    assert (await provider.complete(REQUEST)).content == "one"
+    assert (await provider.complete(REQUEST)).content == "two"
+    assert len(fake.requests) == 3
+
+
+async def test_a_server_that_keeps_hanging_up_is_reported_after_one_more_try(fake, provider):
+    fake.script(hang_up(), hang_up(), reply("never sent"))
+    with pytest.raises(MalformedResponse) as caught:
+        await provider.complete(REQUEST)
+    assert "closed the connection before replying (RemoteProtocolError)" in str(caught.value)
+    assert not isinstance(caught.value, MalformedStream)
+    assert len(fake.requests) == 2
+
+
+async def test_an_answer_cut_after_it_began_is_not_sent_again(fake, provider):
+    fake.script(stream(["x"], cut_after=0), reply("a second generation"))
+    with pytest.raises(MalformedStream):
+        await provider.complete(REQUEST)
+    assert len(fake.requests) == 1
+
+
+async def test_a_fill_request_dropped_before_any_answer_is_tried_once_more(fake, provider):
+    fake.routes["/v1/completions"] = [hang_up(), raw(json.dumps({"choices": [{"text": "b)"}]}))]
+    assert (await provider.fill(fim("completions_suffix"))).text == "b)"
+    assert [path for path, _ in fake.posts] == ["/v1/completions"] * 2
