@@ -163,11 +163,25 @@ class SQLiteThreadStore:
         )])
         return thread
 
+    _CANONICAL = (f"SELECT {_THREAD_COLUMNS} FROM threads WHERE workspace = ? AND context = ? "
+                  "ORDER BY created_at DESC, id DESC LIMIT 1")
+
     async def canonical_thread(self, workspace: str, context: str) -> Thread:
-        rows = await self._read(
-            f"SELECT {self._THREAD_COLUMNS} FROM threads WHERE workspace = ? AND context = ? "
-            "ORDER BY created_at DESC, id DESC LIMIT 1", (workspace, context))
-        return self._thread(rows[0]) if rows else await self.new_thread(workspace, context)
+        """The newest thread of the workspace; the first one is made where no other writer can make
+        one at the same time (two first requests at once, here or in another server, share it)."""
+        rows = await self._read(self._CANONICAL, (workspace, context))
+        if rows:
+            return self._thread(rows[0])
+        self._timelines.clear()
+        async with self._transaction() as db:
+            rows = list(await db.execute_fetchall(self._CANONICAL, (workspace, context)))
+            if rows:
+                return self._thread(rows[0])
+            now = time.time()
+            thread = Thread(uuid.uuid4().hex, workspace, context, now, now)
+            await db.execute(f"INSERT INTO threads ({self._THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                             (thread.id, workspace, context, None, now, now))
+        return thread
 
     async def get_thread(self, thread_id: str) -> Thread | None:
         rows = await self._read(f"SELECT {self._THREAD_COLUMNS} FROM threads WHERE id = ?", (thread_id,))

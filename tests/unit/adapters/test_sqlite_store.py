@@ -416,3 +416,20 @@ async def test_appending_to_a_deleted_thread_writes_nothing(tmp_path):
     rows = await (await store._conn()).execute_fetchall("SELECT count(*) FROM messages")
     assert list(rows) == [(0,)]
     await store.close()
+
+
+async def test_first_requests_at_once_share_one_canonical_thread(tmp_path):
+    """Chat and edit-ops asked together in a new workspace, in one server and in two: each finds
+    no thread, and one is made, not one each (a turn stored in the other would drop out of the
+    thread the user sees)."""
+    path = tmp_path / "threads.db"
+    stores = [SQLiteThreadStore(path) for _ in range(2)]
+    try:
+        for round_ in range(5):
+            workspace = f"file:///ws{round_}"
+            found = await asyncio.gather(*(s.canonical_thread(workspace, "chat") for s in stores for _ in range(4)))
+            assert len({t.id for t in found}) == 1
+            assert len(await stores[0].list_threads(workspace)) == 1
+    finally:
+        for s in stores:
+            await s.close()
