@@ -30,7 +30,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -38,8 +38,8 @@ from margin.core.answer_schema import answer_schema
 
 OpKind = Literal["insert", "replace", "delete"]
 Target = Literal["document", "selection", "cursor", "match"]
-OP_KINDS: tuple[str, ...] = ("insert", "replace", "delete")
-TARGETS: tuple[str, ...] = ("document", "selection", "cursor", "match")
+OP_KINDS: tuple[str, ...] = get_args(OpKind)
+TARGETS: tuple[str, ...] = get_args(Target)
 
 
 @dataclass(frozen=True)
@@ -278,9 +278,9 @@ class ModelOp(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["insert", "replace", "delete"]
+    op: OpKind
     target_file: str = Field(min_length=1)
-    target: Literal["document", "selection", "cursor", "match"]
+    target: Target
     match: str | None = None
     content: str | None = None
 
