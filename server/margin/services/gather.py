@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from margin.core import pointers, recall_tool
@@ -14,7 +15,7 @@ from margin.core.sources.instructions import Rules
 from margin.core.sources.message import Newest
 from margin.core.sources.snippets import Snippets
 from margin.core.sources.thread import Pointers
-from margin.core.summary import latest_summary
+from margin.core.summary import Summary, latest_summary
 from margin.core.threads import Message
 from margin.services.profile import Profile
 from margin.services.structured import tools_tokens
@@ -37,6 +38,12 @@ class Job:
     """the user's message, with the selected code"""
     tools: bool
     """the request may offer the `recall` tool"""
+
+    @cached_property
+    def summary(self) -> Summary | None:
+        """The thread's latest summary, looked for once (the summary and pointers sources both
+        need it)."""
+        return latest_summary(self.history) if self.chat.summaries is not None else None
 
 
 Gatherer = Callable[[Job], Awaitable[Any]]
@@ -77,15 +84,15 @@ async def snippets(job: Job) -> Snippets:
     return Snippets(found, job.chat.app.settings.current.globals.memory_share)
 
 
-async def summary(job: Job) -> Any:
-    return latest_summary(job.history) if job.chat.summaries is not None else None
+async def summary(job: Job) -> Summary | None:
+    return job.summary
 
 
 async def pointer_legend(job: Job) -> Pointers:
     chat, profile = job.chat, job.profile
     offered = recall_tool.TOOLS if job.tools and chat.recall_tool and profile.tools else ()
     legend = profile.pointer_legend(pointers.RECALL_BY_TOOL if offered else pointers.RECALL_BY_USER)
-    folded = await summary(job)  # the turns it folds are not shown: no pointers are made for them
+    folded = job.summary  # the turns it folds are not shown: no pointers are made for them
     return Pointers(legend, chat.masking, chat.render_pointer, tools=offered,
                     tools_tokens=await tools_tokens(profile.counter, offered),
                     after=folded.to_turn if folded is not None else 0)
