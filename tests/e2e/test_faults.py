@@ -60,7 +60,9 @@ BACKEND_FAULTS = [
     pytest.param(sse_lines(['{"choices": [{"delta": {"content": "fine']), "not JSON", id="garbage-event"),
     pytest.param(raw("<html><body>Sign in to continue</body></html>", content_type="text/html"),
                  "sent a reply with no event stream in it (text/html), not an OpenAI-compatible", id="html-page"),
-    pytest.param(hang(60), "stopped sending for 1 s (timeoutS)", id="slow-past-timeoutS"),
+    pytest.param(hang(60), "did not answer within 1 s (timeoutS)", id="slow-past-timeoutS"),
+    pytest.param(stream(["The start, ", "then nothing"], chunk_delay_s=60), "stopped sending for 1 s (timeoutS)",
+                 id="stalled-past-timeoutS"),
 ]
 
 
