@@ -70,11 +70,16 @@ class SQLiteThreadStore:
         self.path = path
         self._db: aiosqlite.Connection | None = None
         self._writing = asyncio.Lock()
+        self._opening = asyncio.Lock()
+        """first uses at once open one connection (each would start a thread that outlives it)"""
         self._timelines = Timelines()
 
     async def open(self) -> None:
-        if self._db is not None:
-            return
+        async with self._opening:
+            if self._db is None:
+                await self._open()
+
+    async def _open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:

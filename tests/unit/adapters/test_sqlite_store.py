@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import aiosqlite
@@ -423,6 +424,7 @@ async def test_first_requests_at_once_share_one_canonical_thread(tmp_path):
     no thread, and one is made, not one each (a turn stored in the other would drop out of the
     thread the user sees)."""
     path = tmp_path / "threads.db"
+    before = set(threading.enumerate())
     stores = [SQLiteThreadStore(path) for _ in range(2)]
     try:
         for round_ in range(5):
@@ -430,6 +432,8 @@ async def test_first_requests_at_once_share_one_canonical_thread(tmp_path):
             found = await asyncio.gather(*(s.canonical_thread(workspace, "chat") for s in stores for _ in range(4)))
             assert len({t.id for t in found}) == 1
             assert len(await stores[0].list_threads(workspace)) == 1
+        # The stores opened on first use, four uses at once: one connection each, no more.
+        assert sum(t.name.endswith("(_connection_worker_thread)") for t in set(threading.enumerate()) - before) == 2
     finally:
         for s in stores:
             await s.close()
