@@ -65,16 +65,18 @@ class InstructionFiles:
         return Instructions(tuple(kept), tuple(c.describe() for c in cut))
 
     def _text(self, root: Path, files: FolderFiles, file_id: str) -> str | None:
+        path = root / file_id
+        open_file = self.app.files.get(path.as_uri())
+        stamp = files.stamp(file_id) if open_file is None else None
+        if open_file is None and stamp is None:  # most places have none: a stat tells
+            self._disk.pop(path, None)
+            return None
         if not files.inside(file_id):
             log.info("instruction file skipped: it leads outside the workspace")
             return None
-        path = root / file_id
-        if (open_file := self.app.files.get(path.as_uri())) is not None:
+        if open_file is not None:
             return open_file.text
-        stamp = files.stamp(file_id)
-        if stamp is None:
-            self._disk.pop(path, None)
-            return None
+        assert stamp is not None
         known = self._disk.get(path)
         if known is not None and known[0] == stamp:
             return known[1]

@@ -85,6 +85,8 @@ async def test_sqlite_uses_wal_and_a_versioned_schema(tmp_path):
     path = tmp_path / "t.db"
     store = SQLiteThreadStore(path)
     await store.open()
+    synchronous = await (await store._conn()).execute_fetchall("PRAGMA synchronous")
+    assert list(synchronous) == [(1,)]  # NORMAL: safe with WAL, and no sync on each commit
     await store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -40,11 +40,19 @@ class TokenCounter(ABC):
 
 class CountCache:
     """Token counts by content hash (blake2b, 128 bits), least recently used evicted. Hashing
-    runs at memory speed, far faster than tokenizing, so a hit is nearly free."""
+    runs at memory speed, far faster than tokenizing, so a hit is nearly free.
 
-    def __init__(self, max_entries: int = 200_000) -> None:
+    In front of it, the counts of the texts seen lately by the text itself (up to `front_chars`
+    of text held): a prompt is counted from the same strings request after request (the stored
+    thread, the open files' blocks), and a string keeps its hash, so finding one there costs a
+    dict lookup, not a pass over its bytes."""
+
+    def __init__(self, max_entries: int = 200_000, front_chars: int = 8 * 1024 * 1024) -> None:
         self._counts: OrderedDict[bytes, int] = OrderedDict()
         self._max = max_entries
+        self._front: dict[str, int] = {}
+        self._front_chars = 0
+        self._front_max = front_chars
         self.hits = 0
         self.misses = 0
 
@@ -53,6 +61,10 @@ class CountCache:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def get(self, text: str) -> int | None:
+        found = self._front.get(text)
+        if found is not None:
+            self.hits += 1
+            return found
         key = self.key(text)
         found = self._counts.get(key)
         if found is None:
@@ -60,12 +72,22 @@ class CountCache:
             return None
         self._counts.move_to_end(key)
         self.hits += 1
+        self._remember(text, found)
         return found
 
     def put(self, text: str, count: int) -> None:
         self._counts[self.key(text)] = count
         if len(self._counts) > self._max:
             self._counts.popitem(last=False)
+        self._remember(text, count)
+
+    def _remember(self, text: str, count: int) -> None:
+        if self._front_chars + len(text) > self._front_max:  # begun again: the texts of now come back
+            self._front.clear()
+            self._front_chars = 0
+        if len(text) <= self._front_max:
+            self._front[text] = count
+            self._front_chars += len(text)
 
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
         found = self.get(text)

@@ -125,6 +125,18 @@ def test_counts_are_cached_by_content():
     assert calls == ["a", "b"] and (cache.hits, cache.misses) == (2, 2)
 
 
+def test_texts_past_the_front_are_still_counted_once():
+    """The front holds a few characters here: the texts it lets go of are found by their hash,
+    and an equal text that is another string object is a hit too."""
+    calls = []
+    cache = CountCache(front_chars=10)
+    texts = ["abcdef", "ghijkl", "mnopqr", "abc" + "def", "x" * 50, "x" * 50, "ghijkl"]
+    counts = [cache.get_or_count(text, lambda t: calls.append(t) or len(t)) for text in texts]
+    assert counts == [6, 6, 6, 6, 50, 50, 6]
+    assert calls == ["abcdef", "ghijkl", "mnopqr", "x" * 50]
+    assert (cache.hits, cache.misses) == (3, 4)
+
+
 def test_a_tampered_asset_is_refused(monkeypatch):
     monkeypatch.setitem(assets.TEKKEN_SHA256, "tekken_240911", "0" * 64)
     with pytest.raises(assets.AssetError, match="sha256"):
