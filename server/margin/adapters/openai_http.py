@@ -27,6 +27,7 @@ import httpx
 from margin import __version__
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
+from margin.adapters.json_body import chat_body
 from margin.adapters.reconnect import ReconnectOnce
 from margin.adapters.stream_shapes import arguments_text, call_piece, drain, event_data, json_of, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
@@ -60,6 +61,8 @@ def server_root(base_url: str) -> str:
     path = parts.path.removesuffix("/v1")
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
+
+JSON = {"Content-Type": "application/json"}
 
 RequestObserver = Callable[[str, dict[str, Any]], None]
 """(url, JSON body) of each chat request, just before it is sent"""
@@ -225,7 +228,7 @@ class OpenAICompatibleProvider:
         url, payload = self._sending(self._payload(request, stream=True))
         answered = False
         try:
-            async with self._client.stream("POST", url, json=payload) as response:
+            async with self._client.stream("POST", url, content=chat_body(payload), headers=JSON) as response:
                 answered = True
                 if response.status_code >= 400:
                     raise error_from_body(

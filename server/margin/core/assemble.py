@@ -91,7 +91,7 @@ def shown_history(chat: ChatInput) -> Sequence[Message]:
 
 def texts_to_count(chat: ChatInput, shown: Sequence[Message] | None = None) -> list[str]:
     """Every text `assemble_chat` counts: the thread's (`shown`: shown_history, when the caller
-    has made it) and its sources'."""
+    has made it; none, when it has counted them) and its sources'."""
     return [*(m.content for m in (shown_history(chat) if shown is None else shown)),
             *(text for source in registry.SOURCES for text in source.texts(chat.input(source)))]
 

@@ -184,22 +184,39 @@ def show(history: Sequence[Message], count: Callable[[str], int],
     for contexts in by_turn.values():
         labels.update(file_labels(contexts))
     last_reply = next((m.id for m in reversed(history) if m.role == "assistant" and not m.hidden), None)
+    global _made
+    before, _made = _made, {}
     shown: list[Shown] = []
     for message, turn in kept:
-        if message.kind == FILE_CONTEXT:
-            shown.append(Shown(message, turn, (Part(message.content, render(turn, labels[message.id])),)))
-        elif message.hidden:
+        if message.hidden and message.kind != FILE_CONTEXT:
             continue
-        elif message.role == "assistant":
-            older = message.id != last_reply  # the latest reply is never masked
-            long = older and count(message.content) > LONG_REPLY_TOKENS
-            parts = [Part(message.content, render(turn, REPLY) if long else None)]
-            if ops := message.meta.get("ops"):
-                parts.append(Part(ops_block(ops), render(turn, OPS) if older else None))
-            shown.append(Shown(message, turn, tuple(parts)))
-        else:
-            shown.append(Shown(message, turn, (Part(message.content),)))
+        older = message.role == "assistant" and message.id != last_reply  # the latest reply is never masked
+        how = (turn, render, labels.get(message.id), older, older and count(message.content) > LONG_REPLY_TOKENS)
+        made = before.get(id(message))
+        if made is None or made[0] is not message or made[1] != how:
+            made = (message, how, _shown(message, *how))
+        _made[id(message)] = made
+        shown.append(made[2])
     return shown
+
+
+def _shown(message: Message, turn: int, render: Callable[[int, str], str], label: str | None, older: bool,
+           long: bool) -> Shown:
+    if message.kind == FILE_CONTEXT:
+        return Shown(message, turn, (Part(message.content, render(turn, label or "")),))
+    if message.role == "assistant":
+        parts = [Part(message.content, render(turn, REPLY) if long else None)]
+        if ops := message.meta.get("ops"):
+            parts.append(Part(ops_block(ops), render(turn, OPS) if older else None))
+        return Shown(message, turn, tuple(parts))
+    return Shown(message, turn, (Part(message.content),))
+
+
+_made: dict[int, tuple[Message, tuple[Any, ...], Shown]] = {}
+"""What the last `show` made for each message, by the message's id() (with the message, so that a
+new object at a reused id is not taken for it) and what it was made from: a thread's messages are
+shown request after request the same way, but for the newest turns'. Only the last call's are
+kept: the thread's timeline, which the store keeps, holds the same messages."""
 
 
 def texts(shown: Sequence[Shown]) -> list[str]:

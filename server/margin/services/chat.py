@@ -198,7 +198,7 @@ class ChatService:
         known = {m.content: m.tokens[tokenizer] for m in shown if tokenizer in m.tokens}
         await self._count(texts_to_count(chat, shown), known, counter)
         chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show
-        await self._count(texts_to_count(chat, shown), known, counter)
+        await self._count(texts_to_count(chat, ()), known, counter)  # the sources' new texts
         framing = await framing_tokens(counter)
         assembly, counted_tokens = await fit_prompt(
             lambda room: assemble_chat(chat, known.__getitem__,

@@ -113,6 +113,8 @@ class Draft:
     """this round's sections so far, by name"""
     notes: dict[str, Any] = field(default_factory=dict)
     """a source's own working values for this round, by source name"""
+    kept: dict[str, Any] = field(default_factory=dict)
+    """a source's own working values for every round of the assembly, by source name"""
     sent: list[FileRef] = field(default_factory=list)
     """the files the rendered prompt sends anew, in prompt order"""
     pointers: list[str] = field(default_factory=list)

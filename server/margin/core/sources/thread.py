@@ -62,12 +62,21 @@ def _tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
     return sum(map(count, texts)) + len(texts) - 1 + PER_MESSAGE_OVERHEAD
 
 
+Views = dict[tuple[int, bool], tuple[Sent, int]]
+"""How a message is sent, and its tokens, by the id() of its `pointers.Shown` and whether its
+turn is masked: an assembly lays out the history more than once (a wider masking line, files
+sent again), and most messages are sent the same way each time."""
+
+
 def history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], latest: dict[str, Message],
-                  line: int | None, count: Callable[[str], int], masking: bool = True) -> list[Item]:
+                  line: int | None, count: Callable[[str], int], masking: bool = True,
+                  views: Views | None = None) -> list[Item]:
     """Whole exchanges and latest file contexts, oldest first. A superseded file context goes
     with the turn it was sent in: as its pointer when pointers are shown (`line` not None), else
     left out (a file's older text is never shown; without `masking` at all it is whole); the
-    parts of turns up to `line` whose pointer is shorter are pointers."""
+    parts of turns up to `line` whose pointer is shorter are pointers. `views`: what earlier
+    calls of one assembly made (the same `shown` and `count`)."""
+    views = {} if views is None else views
     items: list[Item] = []
     pending: list[Sent] = []
     carried: list[Sent] = []  # the contexts stored before the next user message
@@ -98,9 +107,13 @@ def history_items(shown: Sequence[pointers.Shown], skip_contexts: set[str], late
                 pending.append(sent)
                 sizes.append(count(sent.content) + PER_MESSAGE_OVERHEAD)
             carried.clear()
-        texts, refs = entry.view(line, count) if line is not None else ([p.text for p in entry.parts], [])
-        pending.append(Sent(message, "\n\n".join(texts), tuple(refs)))
-        sizes.append(_tokens(texts, count))
+        masked = line is not None and entry.turn <= line
+        view = views.get((id(entry), masked))
+        if view is None:
+            texts, refs = entry.view(line, count) if masked and line is not None else ([p.text for p in entry.parts], [])
+            view = views[id(entry), masked] = (Sent(message, "\n\n".join(texts), tuple(refs)), _tokens(texts, count))
+        pending.append(view[0])
+        sizes.append(view[1])
     flush()
     return items
 
@@ -164,7 +177,7 @@ class History(Source):
         line = lines[0] if costs is not None and costs.pay(lines[0]) else None
         draft.notes[self.name] = (costs, lines, line)
         return self._section(draft, history_items(draft.shown, draft.resend, draft.latest, line, draft.count,
-                                                  given.masking))
+                                                  given.masking, draft.kept.setdefault(self.name, {})))
 
     def settle(self, draft: Draft, section: Section) -> Section:
         costs, lines, line = draft.notes[self.name]
@@ -177,7 +190,8 @@ class History(Source):
         if wider == line:
             return section
         draft.notes[self.name] = (costs, lines, wider)
-        return self._section(draft, history_items(draft.shown, draft.resend, draft.latest, wider, draft.count))
+        return self._section(draft, history_items(draft.shown, draft.resend, draft.latest, wider, draft.count,
+                                                  views=draft.kept.setdefault(self.name, {})))
 
     def _section(self, draft: Draft, items: list[Item]) -> Section:
         return Section(self.name, tuple(items), protect_last=draft.input(self),
