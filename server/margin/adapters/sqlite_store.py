@@ -132,6 +132,9 @@ class SQLiteThreadStore:
         try:
             # A writer cancelled while its BEGIN was on its way (a summary giving way to the user)
             # leaves the connection inside its transaction: once what it queued has run, undo it.
+            # The read also brings the connection's view of the WAL up to date: a BEGIN IMMEDIATE
+            # sent straight after another connection's commit can fail with SQLITE_BUSY_SNAPSHOT
+            # (test_two_stores_opening_one_new_file_together_both_open).
             await db.execute("SELECT 1")
             if db.in_transaction:
                 await db.execute("ROLLBACK")
