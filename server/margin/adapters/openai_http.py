@@ -29,16 +29,7 @@ from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.json_body import chat_body
 from margin.adapters.reconnect import ReconnectOnce
-from margin.adapters.stream_shapes import (
-    arguments_text,
-    call_piece,
-    drain,
-    event_data,
-    event_json,
-    json_of,
-    sse_answer,
-    usage_of,
-)
+from margin.adapters.stream_shapes import arguments_text, call_piece, drain, event_data, json_of, sse_answer, usage_of
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -284,7 +275,7 @@ class OpenAICompatibleProvider:
                 await drain(lines)  # so that the connection is reused
                 return
             try:
-                chunk = event_json(data)
+                chunk = json_of(data)
             except ValueError:
                 raise self._malformed("a stream chunk that is not JSON", MalformedStream) from None
             if not isinstance(chunk, dict):

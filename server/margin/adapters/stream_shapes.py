@@ -88,16 +88,6 @@ async def event_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield rest[5:].strip()
 
 
-_decode = json.JSONDecoder().decode
-
-
-def event_json(data: bytes) -> Any:
-    """A stream event's JSON (an event stream is UTF-8; bytes that are not read as a text decoder
-    reads them, U+FFFD): decoded straight, as `json.loads` would after finding the encoding of
-    bytes, which costs as much again for a chunk a token."""
-    return _decode(data.decode("utf-8", "replace"))
-
-
 def json_of(data: bytes) -> Any:
     """An event's JSON; bytes that are not UTF-8 read as a text decoder reads them (U+FFFD)."""
     try:
