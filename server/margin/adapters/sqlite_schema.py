@@ -57,6 +57,19 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX memories_by_workspace ON memories (workspace, created_at);
     """,
+    # 3: a message's counts in its own row, and its thread's time kept by SQLite: a turn is
+    # stored by one INSERT, one trip to the connection's thread (the request path's cost)
+    """
+    ALTER TABLE messages ADD COLUMN tokens TEXT NOT NULL DEFAULT '{}';
+    UPDATE messages SET tokens = (
+        SELECT json_group_object(token_counts.tokenizer, token_counts.tokens)
+        FROM token_counts WHERE token_counts.message_id = messages.id)
+    WHERE id IN (SELECT message_id FROM token_counts);
+    DROP TABLE token_counts;
+    CREATE TRIGGER messages_touch_thread AFTER INSERT ON messages BEGIN
+        UPDATE threads SET updated_at = NEW.created_at WHERE id = NEW.thread_id;
+    END;
+    """,
 ]
 
 BUSY_TIMEOUT_MS = 2000
@@ -72,7 +85,11 @@ async def prepare(db: aiosqlite.Connection) -> str:
         # the file stays consistent whatever happens; a power cut may lose the last turns.
         await db.execute("PRAGMA synchronous = NORMAL")
     await _migrate(db)
-    await db.execute("PRAGMA quick_check")
+    # Read to its end: a statement not run to its end holds a read snapshot, and the
+    # connection's first write would then fail on any other connection's commit since.
+    found = [row[0] for row in await db.execute_fetchall("PRAGMA quick_check")]
+    if found != ["ok"]:
+        raise sqlite3.DatabaseError(f"database disk image is malformed: {'; '.join(map(str, found[:3]))}")
     return mode
 
 
@@ -99,9 +116,8 @@ async def _migrate(db: aiosqlite.Connection) -> None:
         await db.execute("BEGIN IMMEDIATE")
         try:
             if (version := await _schema_version(db)) < len(MIGRATIONS):
-                for statement in MIGRATIONS[version].split(";"):
-                    if statement.strip():
-                        await db.execute(statement)
+                for statement in statements(MIGRATIONS[version]):
+                    await db.execute(statement)
                 await db.execute(f"PRAGMA user_version = {version + 1}")
             await db.execute("COMMIT")
         except BaseException:
@@ -109,6 +125,20 @@ async def _migrate(db: aiosqlite.Connection) -> None:
             raise
         if version < len(MIGRATIONS):
             log.info("thread store migrated to schema %d", version + 1)
+
+
+def statements(script: str) -> list[str]:
+    """The script's statements, one by one: split at each `;` that ends one (not those inside a
+    trigger's body or a string)."""
+    found, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            found.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        raise ValueError(f"an incomplete statement at the end of a migration: {pending.strip()[:60]}")
+    return [statement for statement in found if statement != ";"]
 
 
 async def _schema_version(db: aiosqlite.Connection) -> int:

@@ -73,6 +73,8 @@ class SQLiteThreadStore:
         self._opening = asyncio.Lock()
         """first uses at once open one connection (each would start a thread that outlives it)"""
         self._timelines = Timelines()
+        self._unsettled = False
+        """a write transaction ended by an exception (see `_statement`)"""
 
     async def open(self) -> None:
         async with self._opening:
@@ -130,19 +132,13 @@ class SQLiteThreadStore:
     @contextlib.asynccontextmanager
     async def _begun(self, db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
         try:
-            # A writer cancelled while its BEGIN was on its way (a summary giving way to the user)
-            # leaves the connection inside its transaction: once what it queued has run, undo it.
-            # The read also brings the connection's view of the WAL up to date: a BEGIN IMMEDIATE
-            # sent straight after another connection's commit can fail with SQLITE_BUSY_SNAPSHOT
-            # (test_two_stores_opening_one_new_file_together_both_open).
-            await db.execute("SELECT 1")
-            if db.in_transaction:
-                await db.execute("ROLLBACK")
+            await self._settle(db)
             await db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
                 await db.execute("COMMIT")
             except BaseException:
+                self._unsettled = True  # cancelled, its BEGIN may still be queued (`_statement`)
                 if db.in_transaction:  # SQLite itself rolls back on SQLITE_FULL, IOERR, NOMEM
                     await db.execute("ROLLBACK")
                 raise
@@ -222,9 +218,8 @@ class SQLiteThreadStore:
         if found is not None:
             return found
         rows = await self._read(
-            "SELECT m.id, m.role, m.content, m.created_at, m.hidden, m.kind, m.uri, m.fingerprint, m.meta, "
-            "(SELECT json_group_object(tokenizer, tokens) FROM token_counts WHERE message_id = m.id) "
-            "FROM messages m WHERE m.thread_id = ? ORDER BY m.id", (thread_id,))
+            "SELECT id, role, content, created_at, hidden, kind, uri, fingerprint, meta, tokens "
+            "FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,))
         found = [self._message(thread_id, *row) for row in rows]
         if self._db is not None and not self._db.in_transaction:
             self._timelines.keep(thread_id, version, found)
@@ -232,44 +227,66 @@ class SQLiteThreadStore:
 
     @staticmethod
     def _message(thread_id: str, id_: int, role: Any, content: str, created_at: float, hidden: int, kind: str | None,
-                 uri: str | None, fingerprint: str | None, meta: str, tokens: str | None) -> Message:
+                 uri: str | None, fingerprint: str | None, meta: str, tokens: str) -> Message:
         return Message(role=role, content=content, hidden=bool(hidden), kind=kind, uri=uri, fingerprint=fingerprint,
-                       meta=json.loads(meta), tokens=json.loads(tokens or "{}"), id=id_, thread_id=thread_id,
+                       meta=json.loads(meta), tokens=json.loads(tokens), id=id_, thread_id=thread_id,
                        created_at=created_at)
 
+    _INSERT = ("INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, fingerprint, meta, "
+               "tokens) VALUES ")
+
     async def append(self, thread_id: str, messages: Sequence[NewMessage]) -> list[Message]:
-        """In one transaction of a few statements (each is a trip to the connection's thread, the
-        cost of a turn stored): the thread's time, the messages in one INSERT, their counts in
-        one more. A thread that is gone is a KeyError, and nothing is written."""
+        """The messages in one INSERT, with their counts, and the thread's time set by the
+        schema's trigger: one statement, atomic by itself, and one trip to the connection's
+        thread (what a turn stored costs). A thread that is gone is a KeyError (its foreign
+        key), and nothing is written."""
         now = time.time()
-        metas = [json.dumps(dict(m.meta)) for m in messages]
-        rows = [(thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint, meta)
-                for m, meta in zip(messages, metas, strict=True)]
-        async with self._transaction() as db:
+        rows = [(thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint,
+                 json.dumps(dict(m.meta)), json.dumps(dict(m.tokens))) for m in messages]
+        async with self._writing:
             timeline = self._timelines.pop(thread_id)
-            if (await db.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (now, thread_id))).rowcount == 0:
-                raise KeyError(thread_id)
-            ids: list[int] = []
-            if rows:
-                # One statement's rows take rising ids in the order given; RETURNING may list them
-                # in any order, so they are sorted.
-                returned = await db.execute_fetchall(
-                    "INSERT INTO messages (thread_id, role, content, created_at, hidden, kind, uri, fingerprint, "
-                    f"meta) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?, ?, ?)'] * len(rows))} RETURNING id",
-                    [value for row in rows for value in row])
-                ids = sorted(row[0] for row in returned)
-            counts = [(message_id, tokenizer, tokens)
-                      for message_id, m in zip(ids, messages, strict=True) for tokenizer, tokens in m.tokens.items()]
-            if counts:
-                await db.executemany("INSERT INTO token_counts (message_id, tokenizer, tokens) VALUES (?, ?, ?)", counts)
-            added = [Message.stored(m, id=message_id, thread_id=thread_id, created_at=now)
-                     for message_id, m in zip(ids, messages, strict=True)]
-            if timeline is not None:  # as a read after the commit would find it (dropped if it fails)
-                kept = [self._message(thread_id, message_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri,
-                                      m.fingerprint, meta, json.dumps(dict(m.tokens)))
-                        for message_id, m, meta in zip(ids, messages, metas, strict=True)]
-                self._timelines.keep(thread_id, timeline[0], [*timeline[1], *kept])
-        return added
+            try:
+                # One statement's rows take rising ids in the order given; RETURNING may list
+                # them in any order, so they are sorted.
+                returned = await self._statement(
+                    self._INSERT + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows)) + " RETURNING id",
+                    [value for row in rows for value in row]) if rows else await self._statement(
+                    "UPDATE threads SET updated_at = ? WHERE id = ? RETURNING NULL", (now, thread_id))
+                if not rows and not returned:
+                    raise KeyError(thread_id)
+            except sqlite3.IntegrityError as error:
+                if "FOREIGN KEY" in str(error):
+                    raise KeyError(thread_id) from None
+                raise StoreUnavailable(explain(self.path, error)) from None
+            ids = sorted(row[0] for row in returned) if rows else []
+            if timeline is not None:  # as a read after the commit would find it
+                self._timelines.keep(thread_id, timeline[0], [
+                    *timeline[1], *(self._message(thread_id, message_id, *row[1:])
+                                    for message_id, row in zip(ids, rows, strict=True))])
+        return [Message.stored(m, id=message_id, thread_id=thread_id, created_at=now)
+                for message_id, m in zip(ids, messages, strict=True)]
+
+    async def _settle(self, db: aiosqlite.Connection) -> None:
+        """Before a write: a writer cancelled mid-transaction (a summary giving way to the user)
+        may have left its transaction open, or its BEGIN still queued. Once what it queued has
+        run (a trip waits for it), that transaction is rolled back."""
+        if self._unsettled or db.in_transaction:
+            await db.execute("SELECT 1")
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
+            self._unsettled = False
+
+    async def _statement(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
+        """One writing statement outside a transaction (SQLite makes it one), taken in turn with
+        the other writes (`_writing`, held by the caller)."""
+        db = await self._conn()
+        try:
+            await self._settle(db)
+            return list(await db.execute_fetchall(sql, args))
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.Error as error:
+            raise StoreUnavailable(explain(self.path, error)) from None
 
     async def delete_messages(self, message_ids: Sequence[int]) -> None:
         if message_ids:

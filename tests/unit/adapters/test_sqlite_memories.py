@@ -13,7 +13,7 @@ import pytest
 from margin.adapters.sqlite_schema import MIGRATIONS
 from margin.adapters.sqlite_store import SQLiteThreadStore
 from margin.core.memories import InvalidMemory
-from margin.core.threads import MemoryThreadStore
+from margin.core.threads import MemoryThreadStore, NewMessage
 
 WS, OTHER = "file:///ws", "file:///other"
 OLD_DATABASE = Path(__file__).parents[2] / "fixtures" / "data" / "threads-0.1.0.db"
@@ -101,17 +101,25 @@ async def test_a_database_margin_0_1_0_wrote_migrates_and_keeps_its_threads(tmp_
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 1
         threads_before = db.execute("SELECT id, workspace FROM threads").fetchall()
-        messages_before = db.execute("SELECT count(*) FROM messages").fetchone()[0]
+        messages_before = db.execute("SELECT id, content FROM messages ORDER BY id").fetchall()
+        counts_before = db.execute("SELECT message_id, tokenizer, tokens FROM token_counts ORDER BY 1").fetchall()
+    assert len(counts_before) == len(messages_before) == 4
     store = SQLiteThreadStore(path)
     memory = await store.add_memory("we use pytest", "workspace", "file:///ws")
     assert await store.list_memories("file:///ws") == [memory]
     (thread_id, workspace), = threads_before
     assert (await store.canonical_thread(workspace, "chat")).id == thread_id
-    assert len(await store.messages(thread_id)) == messages_before
+    migrated = await store.messages(thread_id)
+    assert [(m.id, m.content) for m in migrated] == messages_before
+    assert [(m.id, *m.tokens.items()) for m in migrated] == [(i, (name, n)) for i, name, n in counts_before]
+    before = (await store.get_thread(thread_id)).updated_at
+    (added,) = await store.append(thread_id, [NewMessage("user", "and now?", tokens={"tiktoken:o200k_base": 3})])
+    assert (await store.get_thread(thread_id)).updated_at == added.created_at > before  # the schema's trigger
     await store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 3
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT name FROM sqlite_schema WHERE name = 'token_counts'").fetchall() == []
 
 
 async def test_a_locked_database_is_named_when_remembering(tmp_path):

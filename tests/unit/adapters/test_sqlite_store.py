@@ -339,7 +339,7 @@ async def test_a_thread_read_again_comes_from_memory(stores):
 async def test_a_read_while_a_write_is_open_is_not_kept(tmp_path, stores):
     """Reads share the writer's connection, so they see rows not yet committed: a turn half
     written, or the rows a writer cancelled mid-way leaves open until the next write rolls them
-    back. Such a read is answered but not kept; nor is a turn whose COMMIT failed."""
+    back. Such a read is answered but not kept; nor is a turn whose write failed."""
     path = tmp_path / "t.db"
     store = stores()
     for pause in range(10):
@@ -361,19 +361,20 @@ async def test_a_read_while_a_write_is_open_is_not_kept(tmp_path, stores):
     await store.append(cancelled.id, [NewMessage("user", "next")])  # rolls the open one back first
     assert await store.messages(cancelled.id) == await fresh_view(path, cancelled.id)
 
-    execute = store._db.execute
+    fetch = store._db.execute_fetchall
 
-    async def commit_fails(sql, *args):
-        if sql == "COMMIT":
+    async def write_fails(sql, *args):
+        if sql.startswith("INSERT"):
             raise sqlite3.OperationalError("disk I/O error")
-        return await execute(sql, *args)
+        return await fetch(sql, *args)
 
     await store.messages(thread.id)
-    store._db.execute = commit_fails
-    with pytest.raises(StoreUnavailable):
+    store._db.execute_fetchall = write_fails
+    with pytest.raises(StoreUnavailable, match="disk I/O error"):
         await store.append(thread.id, [NewMessage("user", "lost")])
-    store._db.execute = execute
+    store._db.execute_fetchall = fetch
     assert await store.messages(thread.id) == await fresh_view(path, thread.id)
+    assert "lost" not in [m.content for m in await store.messages(thread.id)]
 
 
 async def test_reads_and_writes_interleaved_keep_what_the_file_holds(tmp_path, stores):
@@ -439,3 +440,17 @@ async def test_first_requests_at_once_share_one_canonical_thread(tmp_path):
     finally:
         for s in stores:
             await s.close()
+
+
+async def test_the_first_write_after_opening_follows_another_servers_commit(tmp_path):
+    """Opening leaves no statement holding a read snapshot: a server's first turn, stored just
+    after another server on the same file committed, is not refused (SQLITE_BUSY_SNAPSHOT)."""
+    path = tmp_path / "t.db"
+    first, second = SQLiteThreadStore(path), SQLiteThreadStore(path)
+    thread = await first.new_thread("file:///ws", "chat")
+    await second.open()
+    await first.append(thread.id, [NewMessage("user", "from the first server")])
+    await second.append(thread.id, [NewMessage("user", "from the second server")])
+    assert [m.content for m in await first.messages(thread.id)] == ["from the first server", "from the second server"]
+    await first.close()
+    await second.close()
