@@ -12,9 +12,12 @@ that share a query term), then windows inside the best files only.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Mapping
+from itertools import accumulate, chain, repeat
+from operator import floordiv
 from typing import Any
 
 from margin.core.retrieval import filedata
@@ -33,8 +36,6 @@ CANDIDATE_POOL = 200
 code alone, a file can still be ranked through its path, history or co-change, with its code
 score possibly under-counted. A workspace this small is scored exactly."""
 _K1 = 1.2
-SPARSE_TERM = 4
-"""A term on fewer than one line in this many windows has only its lines' windows visited."""
 
 
 class RetrievalIndex:
@@ -184,40 +185,70 @@ class RetrievalIndex:
 
     @staticmethod
     def _best_windows(entry: FileData, idf: dict[str, float], per_file: int) -> list[tuple[int, int, float]]:
-        names = entry.term_list()
-        found = [(entry.line_numbers(names, t), weight) for t, weight in idf.items() if weight > 0]
-        holding = [(numbers, weight) for numbers, weight in found if numbers is not None]
+        names, offsets = _layout(entry)
         lines = entry.lines
         last = max(lines - WINDOW_LINES, 0)
-        starts = list(range(0, last + 1, WINDOW_STRIDE))
-        if starts[-1] != last:
-            starts.append(last)
-        # Each window's score adds its terms' parts in the terms' order. A term on few lines
-        # visits only the windows those lines fall in; one on many, every window (two bisects).
-        scores = [0.0] * len(starts)
-        for numbers, weight in holding:
-            if len(numbers) * SPARSE_TERM < len(starts):
-                tfs: dict[int, int] = {}
-                for number in numbers:
-                    for at in range(bisect_right(starts, number - WINDOW_LINES), bisect_right(starts, number)):
-                        tfs[at] = tfs.get(at, 0) + 1
-                for at, tf in tfs.items():
-                    scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
+        aligned = last // WINDOW_STRIDE + 1  # the windows starting at a multiple of the stride
+        windows = aligned + (last % WINDOW_STRIDE != 0)  # and one ending at the last line
+        # A window's term frequency is the sum of the stride-long runs of lines it covers: each
+        # term's lines are counted by run (in C), then each run adds to the windows over it. The
+        # parts are added in the terms' order, each window's once a term (the same floats as two
+        # bisects a term in every window: tests/unit/core/retrieval/test_index.py).
+        scores = [0.0] * windows
+        for term, weight in idf.items():
+            if weight <= 0:
                 continue
-            for at, start in enumerate(starts):
-                tf = bisect_left(numbers, start + WINDOW_LINES) - bisect_left(numbers, start)
-                if tf:
-                    scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
-        scored = [(score, -start) for score, start in zip(scores, starts)]
-        scored.sort(reverse=True)
+            i = bisect_left(names, term)
+            if i == len(names) or names[i] != term:
+                continue
+            numbers = entry.positions[offsets[i]:offsets[i + 1]]
+            runs = Counter(map(floordiv, numbers, repeat(WINDOW_STRIDE)))
+            tfs: dict[int, int] = {}
+            for back in range(_RUNS):
+                for run, count in runs.items():
+                    if 0 <= (at := run - back) < aligned:
+                        tfs[at] = tfs.get(at, 0) + count
+            if windows > aligned and (tf := bisect_left(numbers, last + WINDOW_LINES) - bisect_left(numbers, last)):
+                tfs[aligned] = tf
+            for at, tf in tfs.items():
+                scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
+        # The best windows not overlapping, highest score first (ties: the earlier); where too
+        # few score, the earliest window that does not overlap one chosen.
+        starts = range(0, windows * WINDOW_STRIDE, WINDOW_STRIDE) if windows == aligned else \
+            [*range(0, aligned * WINDOW_STRIDE, WINDOW_STRIDE), last]
+        scored = sorted(((score, -start) for score, start in zip(scores, starts) if score), reverse=True)
+        unscored = ((0.0, -start) for score, start in zip(scores, starts) if not score)
         chosen: list[tuple[int, int, float]] = []
-        for score, neg_start in scored:
+        for score, neg_start in chain(scored, unscored):
             start = -neg_start
             if all(start >= e or start + WINDOW_LINES <= s for s, e, _ in chosen):
                 chosen.append((start, min(start + WINDOW_LINES, lines), score))
                 if len(chosen) == per_file or score == 0.0:
                     break
         return chosen
+
+
+_RUNS = WINDOW_LINES // WINDOW_STRIDE
+assert _RUNS * WINDOW_STRIDE == WINDOW_LINES, "a window covers whole stride-long runs of lines"
+
+
+_LAYOUTS: dict[str, tuple[array[int], list[str], list[int]]] = {}
+LAYOUTS_KEPT = 64
+"""Files whose term list and offsets are kept between searches (a search reads a few files,
+and the next search mostly the same)."""
+
+
+def _layout(entry: FileData) -> tuple[list[str], list[int]]:
+    """The file's terms as a list, and where each term's line numbers start in `positions`
+    (one more at the end): made once for the files searched lately."""
+    found = _LAYOUTS.get(entry.terms)
+    if found is not None and found[0] is entry.counts:
+        return found[1], found[2]
+    names, offsets = entry.term_list(), list(accumulate(entry.counts, initial=0))
+    if len(_LAYOUTS) >= LAYOUTS_KEPT:
+        _LAYOUTS.clear()
+    _LAYOUTS[entry.terms] = (entry.counts, names, offsets)
+    return names, offsets
 
 
 def _query_terms(query: str) -> list[str]:
