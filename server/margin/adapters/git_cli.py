@@ -5,6 +5,8 @@ relative to the folder when it is a repository's subfolder."""
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from pathlib import Path
 
 from margin.core.retrieval import GIT_LOG_ARGS, Commit, parse_git_log
@@ -18,17 +20,24 @@ is read. Margin's git commands switch both off, whatever the repository says."""
 class GitCommandHistory:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._places = [os.path.join(folder, ".git") for folder in (root, *root.parents)]
+        """where a `.git` may be, nearest first (asked on every retrieval: strings and os.stat,
+        not Path objects)"""
 
     def head_moved(self) -> float | None:
         """When git's HEAD last moved (its reflog's time), or None outside a repository."""
-        for folder in (self.root, *self.root.parents):
-            git = folder / ".git"
-            if git.exists():
-                try:
-                    return max((git / "logs" / "HEAD").stat().st_mtime, (git / "HEAD").stat().st_mtime) \
-                        if git.is_dir() else git.stat().st_mtime
-                except OSError:
-                    return None
+        for git in self._places:
+            try:
+                found = os.stat(git)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(found.st_mode):
+                return found.st_mtime  # a worktree's or submodule's `.git` file
+            try:
+                return max(os.stat(os.path.join(git, "logs", "HEAD")).st_mtime,
+                           os.stat(os.path.join(git, "HEAD")).st_mtime)
+            except OSError:
+                return None
         return None
 
     async def commits(self) -> list[Commit] | None:

@@ -40,7 +40,7 @@ def chat_body(body: dict[str, Any]) -> bytes:
     parts = []
     for message in body["messages"]:
         if len(message) == 2 and isinstance(message.get("content"), str) and next(iter(message)) == "role":
-            parts.append(f'{{"role":{_dumps(message["role"])},"content":{literal(message["content"])}}}')
+            parts.append(f'{{"role":{literal(message["role"])},"content":{literal(message["content"])}}}')
         else:
             parts.append(_dumps(message))
     head = '{"messages":[' + ",".join(parts) + "]"

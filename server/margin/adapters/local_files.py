@@ -30,7 +30,7 @@ class LocalFolderFiles:
 
     def stamp(self, file_id: str) -> Stamp | None:
         try:
-            stat = (self.root / file_id).stat()
+            stat = os.stat(os.path.join(self.root, file_id))  # on every retrieval: not a Path
         except OSError:
             return None
         return Stamp(stat.st_size, stat.st_mtime_ns)
