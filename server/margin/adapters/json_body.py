@@ -8,25 +8,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_CHARS = 8 * 1024 * 1024
-"""Texts kept with their JSON, in characters: past this the store begins again."""
+from margin.core.text_memo import TextMemo
 
-_literals: dict[str, str] = {}
-_chars = 0
+MAX_CHARS = 8 * 1024 * 1024
+"""Texts kept with their JSON, in characters (`TextMemo`)."""
+
+_literals: TextMemo[str] = TextMemo(MAX_CHARS)
 
 
 def literal(text: str) -> str:
     """`text` as a JSON string."""
-    global _chars
     found = _literals.get(text)
     if found is None:
         found = json.dumps(text, ensure_ascii=False)
-        if _chars + len(text) > MAX_CHARS:
-            _literals.clear()
-            _chars = 0
-        if len(text) <= MAX_CHARS:
-            _literals[text] = found
-            _chars += len(text)
+        _literals.put(text, found)
     return found
 
 

@@ -1,6 +1,7 @@
 """The thread database's schema and how a connection is made ready for it: busy timeout,
-foreign keys, the WAL journal (synced at checkpoints), the migrations the file lacks (`PRAGMA user_version`), and a
-quick check. What SQLite says when it fails is put into words a person can act on (`explain`)."""
+foreign keys, the WAL journal (synced at checkpoints), the migrations the file lacks
+(`PRAGMA user_version`), and a quick check. What SQLite says when it fails is put into words a
+person can act on (`explain`)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from margin.adapters import json_body
 from margin.core.llm import ChatMessage, ToolCall
+from margin.core.text_memo import TextMemo
 
 
 def plain(body):
@@ -30,8 +31,9 @@ def test_a_body_is_the_same_bytes_as_before(sent, stream, max_tokens):
 
 
 def test_texts_past_the_limit_are_still_encoded_right(monkeypatch):
-    monkeypatch.setattr(json_body, "MAX_CHARS", 10)
+    kept = TextMemo[str](10)
+    monkeypatch.setattr(json_body, "_literals", kept)
     for text in ['a "quoted" line\n', "é\t\\", "short", "x" * 50, "short"]:
         body = {"messages": [{"role": "user", "content": text}], "stream": True}
         assert json_body.chat_body(body) == plain(body)
-    assert sum(map(len, json_body._literals)) <= 10
+    assert kept.get("short") == '"short"' and kept.get("x" * 50) is None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from margin.core.llm import ChatMessage
+from margin.core.text_memo import TextMemo
 from margin.core.tokens.bound import token_bound
 from margin.core.tokens.cuts import LineCuts
 
@@ -50,9 +51,7 @@ class CountCache:
     def __init__(self, max_entries: int = 200_000, front_chars: int = 8 * 1024 * 1024) -> None:
         self._counts: OrderedDict[bytes, int] = OrderedDict()
         self._max = max_entries
-        self._front: dict[str, int] = {}
-        self._front_chars = 0
-        self._front_max = front_chars
+        self._front: TextMemo[int] = TextMemo(front_chars)
         self.hits = 0
         self.misses = 0
 
@@ -72,22 +71,14 @@ class CountCache:
             return None
         self._counts.move_to_end(key)
         self.hits += 1
-        self._remember(text, found)
+        self._front.put(text, found)
         return found
 
     def put(self, text: str, count: int) -> None:
         self._counts[self.key(text)] = count
         if len(self._counts) > self._max:
             self._counts.popitem(last=False)
-        self._remember(text, count)
-
-    def _remember(self, text: str, count: int) -> None:
-        if self._front_chars + len(text) > self._front_max:  # begun again: the texts of now come back
-            self._front.clear()
-            self._front_chars = 0
-        if len(text) <= self._front_max:
-            self._front[text] = count
-            self._front_chars += len(text)
+        self._front.put(text, count)
 
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
         found = self.get(text)
