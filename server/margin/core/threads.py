@@ -243,7 +243,8 @@ class MessageFileContexts:
         self.store = store
 
     async def timeline(self, thread_id: str) -> list[Message]:
-        return [current_form(m) for m in await self.store.messages(thread_id, include_hidden=True)]
+        return [current_form(m) if m.kind == FILE_CONTEXT else m
+                for m in await self.store.messages(thread_id, include_hidden=True)]
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
                         turn: Sequence[NewMessage]) -> list[Message]:
