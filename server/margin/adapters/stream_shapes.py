@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from margin.core.llm import ToolCallDelta, Usage, joined
@@ -88,7 +88,8 @@ async def event_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield rest[5:].strip()
 
 
-_scan = json.JSONDecoder().scan_once
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""what `json.loads` ends in (set by JSONDecoder.__init__; typeshed does not declare it)"""
 _EDGES = " \t\n\r\ufeff"
 
 
