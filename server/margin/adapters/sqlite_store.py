@@ -243,21 +243,21 @@ class SQLiteThreadStore:
         now = time.time()
         rows = [(thread_id, m.role, m.content, now, int(m.hidden), m.kind, m.uri, m.fingerprint,
                  json.dumps(dict(m.meta)), json.dumps(dict(m.tokens))) for m in messages]
+        # One statement's rows take rising ids in the order given; RETURNING may list them in
+        # any order, so they are sorted. No messages: the thread's time alone.
+        sql, args = (self._INSERT + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows)) + " RETURNING id",
+                     [value for row in rows for value in row]) if rows else \
+            ("UPDATE threads SET updated_at = ? WHERE id = ? RETURNING NULL", [now, thread_id])
         async with self._writing:
             timeline = self._timelines.pop(thread_id)
             try:
-                # One statement's rows take rising ids in the order given; RETURNING may list
-                # them in any order, so they are sorted.
-                returned = await self._statement(
-                    self._INSERT + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows)) + " RETURNING id",
-                    [value for row in rows for value in row]) if rows else await self._statement(
-                    "UPDATE threads SET updated_at = ? WHERE id = ? RETURNING NULL", (now, thread_id))
-                if not rows and not returned:
-                    raise KeyError(thread_id)
+                returned = await self._statement(sql, args)
             except sqlite3.IntegrityError as error:
                 if "FOREIGN KEY" in str(error):
                     raise KeyError(thread_id) from None
                 raise StoreUnavailable(explain(self.path, error)) from None
+            if not returned:
+                raise KeyError(thread_id)
             ids = sorted(row[0] for row in returned) if rows else []
             if timeline is not None:  # as a read after the commit would find it
                 self._timelines.keep(thread_id, timeline[0], [

@@ -18,6 +18,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Mapping
+from itertools import accumulate
 from typing import Any
 
 from margin.core.retrieval.terms import line_terms
@@ -41,13 +42,18 @@ class FileData:
     def term_list(self) -> list[str]:
         return self.terms.split(" ") if self.terms else []
 
-    def line_numbers(self, names: list[str], term: str) -> array[int] | None:
-        """The lines holding `term`, ascending (`names`: `term_list()`), or None."""
+    def layout(self) -> tuple[list[str], list[int]]:
+        """The terms as a list, and where each term's line numbers start in `positions` (one
+        more at the end): what `line_numbers` looks terms up in."""
+        return self.term_list(), list(accumulate(self.counts, initial=0))
+
+    def line_numbers(self, layout: tuple[list[str], list[int]], term: str) -> array[int] | None:
+        """The lines holding `term`, ascending (`layout`: `layout()`), or None."""
+        names, offsets = layout
         i = bisect_left(names, term)
         if i == len(names) or names[i] != term:
             return None
-        start = sum(self.counts[:i])
-        return self.positions[start:start + self.counts[i]]
+        return self.positions[offsets[i]:offsets[i + 1]]
 
     def export(self) -> dict[str, Any]:
         return {"v": FORMAT, "lines": self.lines, "terms": self.terms, "tf": _encode(self.counts),

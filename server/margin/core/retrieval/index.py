@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Mapping
-from itertools import accumulate, chain, repeat
+from itertools import chain, repeat
 from operator import floordiv
 from typing import Any
 
@@ -185,7 +185,7 @@ class RetrievalIndex:
 
     @staticmethod
     def _best_windows(entry: FileData, idf: dict[str, float], per_file: int) -> list[tuple[int, int, float]]:
-        names, offsets = _layout(entry)
+        layout = _layout(entry)
         lines = entry.lines
         last = max(lines - WINDOW_LINES, 0)
         aligned = last // WINDOW_STRIDE + 1  # the windows starting at a multiple of the stride
@@ -196,12 +196,8 @@ class RetrievalIndex:
         # bisects a term in every window: tests/unit/core/retrieval/test_index.py).
         scores = [0.0] * windows
         for term, weight in idf.items():
-            if weight <= 0:
+            if weight <= 0 or (numbers := entry.line_numbers(layout, term)) is None:
                 continue
-            i = bisect_left(names, term)
-            if i == len(names) or names[i] != term:
-                continue
-            numbers = entry.positions[offsets[i]:offsets[i + 1]]
             runs = Counter(map(floordiv, numbers, repeat(WINDOW_STRIDE)))
             tfs: dict[int, int] = {}
             for back in range(_RUNS):
@@ -232,23 +228,23 @@ _RUNS = WINDOW_LINES // WINDOW_STRIDE
 assert _RUNS * WINDOW_STRIDE == WINDOW_LINES, "a window covers whole stride-long runs of lines"
 
 
-_LAYOUTS: dict[str, tuple[array[int], list[str], list[int]]] = {}
+_LAYOUTS: dict[str, tuple[array[int], tuple[list[str], list[int]]]] = {}
 LAYOUTS_KEPT = 64
 """Files whose term list and offsets are kept between searches (a search reads a few files,
 and the next search mostly the same)."""
 
 
 def _layout(entry: FileData) -> tuple[list[str], list[int]]:
-    """The file's terms as a list, and where each term's line numbers start in `positions`
-    (one more at the end): made once for the files searched lately."""
+    """`entry.layout()`, made once for the files searched lately (by the file's term string,
+    and its counts' array: two files may hold the same terms)."""
     found = _LAYOUTS.get(entry.terms)
     if found is not None and found[0] is entry.counts:
-        return found[1], found[2]
-    names, offsets = entry.term_list(), list(accumulate(entry.counts, initial=0))
+        return found[1]
+    layout = entry.layout()
     if len(_LAYOUTS) >= LAYOUTS_KEPT:
         _LAYOUTS.clear()
-    _LAYOUTS[entry.terms] = (entry.counts, names, offsets)
-    return names, offsets
+    _LAYOUTS[entry.terms] = (entry.counts, layout)
+    return layout
 
 
 def _query_terms(query: str) -> list[str]:

@@ -228,8 +228,8 @@ def test_each_signal_decides_the_order_when_the_text_ties():
 
 def _best_windows_per_window(entry, idf, per_file):
     """`_best_windows` as it was before #24 (two bisects a term in every window): the reference."""
-    names = entry.term_list()
-    found = [(entry.line_numbers(names, t), weight) for t, weight in idf.items() if weight > 0]
+    layout = entry.layout()
+    found = [(entry.line_numbers(layout, t), weight) for t, weight in idf.items() if weight > 0]
     holding = [(numbers, weight) for numbers, weight in found if numbers is not None]
     lines = entry.lines
     last = max(lines - WINDOW_LINES, 0)
