@@ -35,11 +35,11 @@ from typing import Any
 
 from margin.core.budget import Plan, Window, plan
 from margin.core.llm import ChatMessage
-from margin.core.pointers import turn_numbers
 from margin.core.sources import base, registry
 from margin.core.sources.base import CONTEXT_ROLE, HISTORY, PER_MESSAGE_OVERHEAD, SYSTEM, Draft, FileRef, Source, render
 from margin.core.sources.summary import SUMMARY
 from margin.core.sources.thread import current_turn
+from margin.core.thread_facts import after_turn, facts
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage
 
 __all__ = ["CONTEXT_ROLE", "PER_MESSAGE_OVERHEAD", "ChatAssembly", "ChatInput", "FileRef", "assemble_chat",
@@ -86,7 +86,7 @@ def shown_history(chat: ChatInput) -> Sequence[Message]:
     summary = chat.input(SUMMARY)
     if summary is None:
         return chat.history
-    return [m for m, turn in zip(chat.history, turn_numbers(chat.history)) if turn > summary.to_turn]
+    return after_turn(chat.history, summary.to_turn)
 
 
 def texts_to_count(chat: ChatInput, shown: Sequence[Message] | None = None) -> list[str]:
@@ -119,13 +119,8 @@ def assemble_chat(chat: ChatInput, count: Callable[[str], int], window: Window) 
     counts them first, from stored counts or the tokenizer: texts_to_count)."""
     sources = list(registry.SOURCES)
     staged = sorted(sources, key=lambda source: source.stage)
-    latest: dict[str, Message] = {}
-    superseded: list[int] = []
-    for message in chat.history:
-        if message.kind == FILE_CONTEXT and message.uri:
-            if message.uri in latest:
-                superseded.append(latest[message.uri].id)
-            latest[message.uri] = message
+    known = facts(chat.history)
+    latest, superseded = dict(known.latest), list(known.superseded)
     candidates = {ref.file.uri: ref for source in sources for ref in source.contexts(chat.input(source))}
     resend = {uri for uri in candidates
               if uri not in latest or latest[uri].fingerprint != candidates[uri].file.fingerprint}

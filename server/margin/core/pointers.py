@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from margin.core.thread_facts import facts
 from margin.core.threads import FILE_CONTEXT, Message
 
 HOT_TURNS = 3
@@ -110,43 +111,15 @@ def saves(part: Part, count: Callable[[str], int]) -> int:
     return count(part.text) - count(part.pointer) if part.pointer is not None else 0
 
 
-_numbered: tuple[Sequence[Message], list[int], int] | None = None
-"""The last thread numbered, with its turns and user turns, when it was a tuple (it cannot
-change): a request numbers its thread several times (the service, the pointers, the history)."""
-
-
-def turn_numbers(history: Sequence[Message]) -> list[int]:
+def turn_numbers(history: Sequence[Message]) -> Sequence[int]:
     """The turn of each message: a user message starts the next turn; the file contexts stored
-    before it belong to it. (The list may be shared: not to be changed.)"""
-    return _numbering(history)[0]
+    before it belong to it."""
+    return facts(history).turns
 
 
 def user_turns(history: Sequence[Message]) -> int:
     """The user messages that start a turn."""
-    return _numbering(history)[1]
-
-
-def _numbering(history: Sequence[Message]) -> tuple[list[int], int]:
-    global _numbered
-    if _numbered is not None and _numbered[0] is history:
-        return _numbered[1], _numbered[2]
-    turns = [0] * len(history)
-    turn, waiting = 0, []
-    for i, message in enumerate(history):
-        if message.kind == FILE_CONTEXT:
-            waiting.append(i)
-            continue
-        if message.role == "user" and not message.hidden:
-            turn += 1
-            for j in waiting:
-                turns[j] = turn
-            waiting.clear()
-        turns[i] = max(turn, 1)
-    for j in waiting:
-        turns[j] = turn + 1
-    if isinstance(history, tuple):
-        _numbered = (history, turns, turn)
-    return turns, turn
+    return facts(history).users
 
 
 def file_labels(contexts: Sequence[Message]) -> dict[int, str]:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from margin.core.pointers import Shown, show
-from margin.core.threads import FILE_CONTEXT, Message, NewMessage
+from margin.core.thread_facts import facts
+from margin.core.threads import FILE_CONTEXT, SUMMARY, Message, NewMessage
 
-SUMMARY = "thread_summary"
 SUMMARY_ROLE: Final = "user"
 HEADER = "Summary of the conversation before turn {next} (turns {first}–{last}, written by Margin):"
 FOLD_TRIGGER = 0.8
@@ -60,10 +60,9 @@ class Summary:
 
 def latest_summary(history: Sequence[Message]) -> Summary | None:
     """The stored summary that covers the most turns."""
-    found = [m for m in history if m.kind == SUMMARY]
-    if not found:
+    best = facts(history).summary
+    if best is None:
         return None
-    best = max(found, key=lambda m: (int(m.meta.get("to_turn", 0)), m.id))
     return Summary(best.content, int(best.meta.get("first_turn", 1)), int(best.meta["to_turn"]),
                    int(best.meta["upto_id"]))
 

@@ -23,10 +23,13 @@ from typing import Any, Protocol
 
 from margin.core import memories
 from margin.core.file_block import from_envelope
+from margin.core.growing import Growing
 from margin.core.llm import Role
 from margin.core.memories import Memory
 
 FILE_CONTEXT = "virtual_file_context"
+SUMMARY = "thread_summary"
+"""the kind of a stored summary's message (core.summary)"""
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,7 @@ class FileContextRepository(Protocol):
     place and stores a turn through this interface only, so contexts could move to a separate
     blob store (deduplicated by fingerprint) without touching assembly or chat."""
 
-    async def timeline(self, thread_id: str) -> list[Message]:
+    async def timeline(self, thread_id: str) -> Sequence[Message]:
         """The thread's messages, oldest first, with file contexts where they were sent."""
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
@@ -236,15 +239,19 @@ def current_form(message: Message) -> Message:
     return replace(message, content=rendered, tokens={})
 
 
+_current_forms: Growing[Message, tuple[Message, ...]] = Growing(
+    (), lambda done, new: (*done, *(current_form(m) if m.kind == FILE_CONTEXT else m for m in new)))
+"""A timeline in its current form: only the messages a request has not seen before are looked at."""
+
+
 class MessageFileContexts:
     """File contexts as hidden messages of the thread (the seed's Option A)."""
 
     def __init__(self, store: ThreadStore) -> None:
         self.store = store
 
-    async def timeline(self, thread_id: str) -> list[Message]:
-        return [current_form(m) if m.kind == FILE_CONTEXT else m
-                for m in await self.store.messages(thread_id, include_hidden=True)]
+    async def timeline(self, thread_id: str) -> Sequence[Message]:
+        return _current_forms(await self.store.messages(thread_id, include_hidden=True))
 
     async def save_turn(self, thread_id: str, contexts: Sequence[NewMessage],
                         turn: Sequence[NewMessage]) -> list[Message]:

@@ -117,7 +117,7 @@ class ThreadsService:
 
     # --- for the chat use cases ------------------------------------------------------------
 
-    async def timeline(self, thread_id: str) -> list[Message]:
+    async def timeline(self, thread_id: str) -> Sequence[Message]:
         """The thread as prompts are assembled from it: hidden file contexts included."""
         return await self.app.storage.run(lambda store: self.app.file_contexts(store).timeline(thread_id))
 

@@ -234,17 +234,3 @@ def test_a_file_label_is_the_shortest_tail_of_its_path_no_other_file_of_the_turn
         assert labels[i] == tail(path, depth)
         assert depth == path.count("/") + 1 or all(tail(other, depth) != labels[i] for other in others)
         assert depth == 1 or any(tail(other, depth - 1) == tail(path, depth - 1) for other in others)
-
-
-def test_a_thread_as_a_tuple_is_numbered_once_and_the_same_as_a_list():
-    """Request overhead (#24): a request numbers its thread (a tuple: it cannot change) once."""
-    session = Session(2, 3)
-    for _ in range(12):
-        session.turn(8192)
-    thread = tuple(session.history)
-    turns = pointers.turn_numbers(thread)
-    assert turns == pointers.turn_numbers(list(thread)) and pointers.turn_numbers(thread) is turns
-    assert pointers.user_turns(thread) == sum(1 for m in thread if m.role == "user" and not m.hidden
-                                              and m.kind != FILE_CONTEXT) == 12
-    shorter = thread[:-2]
-    assert pointers.turn_numbers(shorter) == turns[:-2] and pointers.user_turns(shorter) == 11
