@@ -11,6 +11,7 @@ crosses a network in clear text. docs/security.md has the whole threat model.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -46,6 +47,7 @@ class KeyDecision:
 Origin = tuple[str, str, int]
 
 
+@functools.lru_cache(maxsize=64)  # asked of the same few URLs for every request
 def origin(url: str) -> Origin | None:
     """(scheme, host, port) of an http(s) URL, with the scheme's default port; None if it has
     no usable host or port."""
@@ -60,6 +62,7 @@ def origin(url: str) -> Origin | None:
     return scheme, parts.hostname.lower().rstrip("."), port if port is not None else (443 if scheme == "https" else 80)
 
 
+@functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
     """Whether `host` names this machine only: `localhost` (and names under `.localhost`), or a
     loopback address (127.0.0.0/8, ::1, or IPv4 loopback mapped into IPv6)."""

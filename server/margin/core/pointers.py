@@ -139,23 +139,39 @@ def file_labels(contexts: Sequence[Message]) -> dict[int, str]:
     return labels
 
 
+_LABELS: dict[tuple[tuple[int, str], ...], dict[int, str]] = {}
+
+
+def _turn_labels(contexts: Sequence[Message]) -> dict[int, str]:
+    """`file_labels` of a turn's contexts, made once: a stored turn's contexts never change, and
+    every request shows the turns before it again. Kept by what decides them (ids and paths)."""
+    key = tuple((m.id, str(m.meta.get("file_id") or m.uri or "file")) for m in contexts)
+    labels = _LABELS.get(key)
+    if labels is None:
+        if len(_LABELS) >= 4096:
+            _LABELS.clear()
+        labels = _LABELS[key] = file_labels(contexts)
+    return labels
+
+
 def show(history: Sequence[Message], count: Callable[[str], int],
          render: Callable[[int, str], str] = pointer, after: int = 0) -> list[Shown]:
     """The messages a prompt may show (visible messages and file contexts) with their parts and
     pointers (`render(turn, label)`), of the turns after `after` (those up to it are folded into
     a summary: no prompt shows them). The latest reply is never masked."""
-    turns = turn_numbers(history)
-    if after > 0:
-        kept = [(message, turn) for message, turn in zip(history, turns) if turn > after]
+    found = facts(history)
+    if found.rising:
+        start = bisect_right(found.turns, after)
+        kept = list(zip(history[start:], found.turns[start:]))
     else:
-        kept = list(zip(history, turns))
+        kept = [(message, turn) for message, turn in zip(history, found.turns) if turn > after]
     by_turn: dict[int, list[Message]] = {}
     for message, turn in kept:
         if message.kind == FILE_CONTEXT:
             by_turn.setdefault(turn, []).append(message)
     labels: dict[int, str] = {}
     for contexts in by_turn.values():
-        labels.update(file_labels(contexts))
+        labels.update(_turn_labels(contexts))
     last_reply = next((m.id for m in reversed(history) if m.role == "assistant" and not m.hidden), None)
     global _made
     before, _made = _made, {}

@@ -159,16 +159,32 @@ TOOL_RESULT_OVERHEAD = 16
 """Tokens, beyond its content, a tool's answer is allowed: the call's id and markers"""
 
 
+_TOOLS_JSON: dict[int, tuple[Sequence[dict[str, Any]], str]] = {}
+
+
+def tools_json(tools: Sequence[dict[str, Any]]) -> str:
+    """Tool definitions as compact JSON, as counted: made once for each list of them (a prompt
+    offers the same constant lists, the recall tool's, request after request). Kept by the
+    list's identity, with the list itself, so a new list at a reused id is not taken for it."""
+    kept = _TOOLS_JSON.get(id(tools))
+    if kept is None or kept[0] is not tools:
+        if len(_TOOLS_JSON) >= 16:
+            _TOOLS_JSON.clear()
+        kept = _TOOLS_JSON[id(tools)] = (tools, json.dumps(list(tools), separators=(",", ":")))
+    return kept[1]
+
+
 def tool_prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]],
                        framing: ChatFraming, count: Callable[[str], int]) -> int:
     """A prompt with tools and tool calls, for an in-process tokenizer: the framing of its
     plain messages counted as ever, and on top the tools' definitions as compact JSON, each
     call's name and arguments and each tool answer, with generous allowances for their markers
     (never fewer than the templates use: tests/unit/core/tokens/test_tool_counts.py)."""
-    plain = [ChatMessage(m.role, m.content) for m in messages if m.role != "tool"]
+    plain = [m if not m.tool_calls and m.tool_call_id is None else ChatMessage(m.role, m.content)
+             for m in messages if m.role != "tool"]
     total = framing.count(plain, count)
     if tools:
-        total += count(json.dumps(list(tools), separators=(",", ":"))) + TOOLS_OVERHEAD
+        total += count(tools_json(tools)) + TOOLS_OVERHEAD
     for message in messages:
         for call in message.tool_calls:
             total += count(call.name) + count(call.arguments) + count(call.id) + TOOL_CALL_OVERHEAD
