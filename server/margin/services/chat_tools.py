@@ -60,7 +60,8 @@ async def stream_round(profile: Profile, messages: Sequence[ChatMessage], tools:
             result = on_delta(delta.text)
             if asyncio.iscoroutine(result):
                 await result
-        calls.add(delta.tool_calls)
+        if delta.tool_calls:
+            calls.add(delta.tool_calls)
         finish = delta.finish_reason or finish
         usage = delta.usage or usage
     return Round("".join(parts), calls.calls(), usage, finish)

@@ -81,6 +81,10 @@ class CountCache:
         self._front.put(text, count)
 
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
+        found = self._front.get(text)  # most texts of a prompt: `get`'s first step, inline
+        if found is not None:
+            self.hits += 1
+            return found
         found = self.get(text)
         if found is None:
             found = count(text)
@@ -106,9 +110,11 @@ class OpenAIFraming(ChatFraming):
     REPLY_PRIMING = 3
 
     def count(self, messages: Sequence[ChatMessage], count_text: Callable[[str], int]) -> int:
-        total = self.REPLY_PRIMING
+        total, roles = self.REPLY_PRIMING, dict[str, int]()
         for message in messages:
-            total += self.PER_MESSAGE + count_text(message.role) + count_text(message.content)
+            if (role := roles.get(message.role)) is None:
+                role = roles[message.role] = count_text(message.role)
+            total += self.PER_MESSAGE + role + count_text(message.content)
         return total
 
 
