@@ -29,7 +29,19 @@ from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.json_body import chat_body
 from margin.adapters.reconnect import ReconnectOnce
-from margin.adapters.stream_shapes import arguments_text, call_piece, drain, event_data, json_of, sse_answer, usage_of
+from margin.adapters.stream_shapes import (
+    ErrorEvent,
+    EventData,
+    Seen,
+    WrongShape,
+    arguments_text,
+    chat_deltas,
+    drain,
+    event_data,
+    json_of,
+    sse_answer,
+    usage_of,
+)
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
@@ -240,8 +252,18 @@ class OpenAICompatibleProvider:
                     calls = tuple(ToolCallDelta(i, c.id, c.name, c.arguments) for i, c in enumerate(reply.tool_calls))
                     yield ChatDelta(reply.content, reply.finish_reason or "stop", reply.usage, calls)
                     return
-                async for delta in self._read_events(response):
+                seen, split = Seen(), EventData()
+                chunks = response.aiter_bytes()
+                async for chunk in chunks:  # a chunk a token, mostly: read here, with no iterator between
+                    for delta in self._deltas(split.feed(chunk), seen):
+                        yield delta
+                    if seen.done:
+                        await drain(chunks)  # so that the connection is reused
+                        return
+                for delta in self._deltas(split.end(), seen):
                     yield delta
+                if not seen.done:
+                    self._ended(response, seen)
         except httpx.HTTPError as error:  # cut mid-reply, or no reply at all (reconnect.py tried twice)
             raise self._transport_error(error, streaming=answered) from error
 
@@ -266,50 +288,26 @@ class OpenAICompatibleProvider:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise self._malformed("a body that is not valid JSON of the expected shape") from None
 
-    async def _read_events(self, response: httpx.Response) -> AsyncIterator[ChatDelta]:
-        finished, events = False, 0
-        lines = event_data(response.aiter_bytes())
-        async for data in lines:
-            events += 1
-            if data == b"[DONE]":
-                await drain(lines)  # so that the connection is reused
-                return
-            try:
-                chunk = json_of(data)
-            except ValueError:
-                raise self._malformed("a stream chunk that is not JSON", MalformedStream) from None
-            if not isinstance(chunk, dict):
-                raise self._malformed("a stream chunk that is not an object", MalformedStream)
-            if "error" in chunk:
-                status = chunk["error"].get("code") if isinstance(chunk["error"], dict) else None
-                raise error_from_body(
-                    status if isinstance(status, int) else 500, chunk, self.base_url
-                )
-            calls: tuple[ToolCallDelta, ...] = ()
-            text, finish_reason = "", None
-            choices = chunk.get("choices") or []
-            if choices:
-                try:
-                    choice = choices[0]
-                    delta = choice.get("delta") or {}
-                    text = delta.get("content") or ""
-                    finish_reason = choice.get("finish_reason")
-                    calls = tuple(call_piece(i, piece) for i, piece in enumerate(delta.get("tool_calls") or ()))
-                except (AttributeError, KeyError, TypeError, ValueError):
-                    raise self._malformed("a stream chunk of the wrong shape", MalformedStream) from None
-            usage = usage_of(chunk.get("usage"))
-            finished = finished or finish_reason is not None
-            if text or finish_reason or usage or calls:
-                yield ChatDelta(text, finish_reason, usage, calls)
-        if not finished and not events:  # a web page (a proxy's sign-in, a UI), not a cut stream
+    def _ended(self, response: httpx.Response, seen: Seen) -> None:
+        """A stream's body ended with no `[DONE]`: a cut stream, or no stream at all, unless a
+        finish reason came."""
+        if not seen.finished and not seen.events:  # a web page (a proxy's sign-in, a UI), not a cut stream
             kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
             raise self._malformed(f"a reply with no event stream in it ({kind})", MalformedStream)
-        if not finished:
+        if not seen.finished:
             raise MalformedStream(
                 f"The stream from {self.base_url} ended before the reply was complete. Nothing "
                 "was applied; try again.",
                 base_url=self.base_url,
             )
+
+    def _deltas(self, values: list[bytes], seen: Seen) -> list[ChatDelta]:
+        try:
+            return chat_deltas(values, seen)
+        except WrongShape as wrong:
+            raise self._malformed(str(wrong), MalformedStream) from None
+        except ErrorEvent as error:
+            raise error_from_body(error.status, error.body, self.base_url) from None
 
     async def probe(self, model: str | None = None) -> BackendInfo:
         """Asks the backend what it is and how large its context window is: llama.cpp's

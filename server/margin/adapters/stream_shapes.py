@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from margin.core.llm import ToolCallDelta, Usage, joined
+from margin.core.llm import ChatDelta, ToolCallDelta, Usage, joined
 
 
 def usage_of(raw: Any) -> Usage | None:
@@ -71,21 +72,38 @@ DRAIN_S = 0.05
 """How long the end of a stream's body is waited for after its `[DONE]` (see `drain`)."""
 
 
-async def event_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The value of each `data:` line of an event stream, stripped, from the body's chunks (the
+class EventData:
+    """The value of each `data:` line of an event stream, stripped, fed the body's chunks (the
     lines end in LF, CRLF or CR, as httpx's `aiter_lines` splits them). Lines are split a chunk at
     a time and decoded only as JSON, not line by line through a text decoder: a backend streams a
     chunk a token, and this is most of what reading one costs. Other lines (blank separators,
     comments, `event:`, `id:`) are passed over."""
-    rest = b""
+
+    __slots__ = ("_rest",)
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The values of the lines this chunk ends."""
+        lines = (self._rest + chunk if self._rest else chunk).splitlines(keepends=True)
+        self._rest = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
+
+    def end(self) -> list[bytes]:
+        """The value of a last line the body did not end."""
+        rest, self._rest = self._rest, b""
+        return [rest[5:].strip()] if rest.startswith(b"data:") else []
+
+
+async def event_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`EventData` over a body's chunks."""
+    split = EventData()
     async for chunk in chunks:
-        lines = (rest + chunk if rest else chunk).splitlines(keepends=True)
-        rest = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
-    if rest.startswith(b"data:"):
-        yield rest[5:].strip()
+        for data in split.feed(chunk):
+            yield data
+    for data in split.end():
+        yield data
 
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -116,6 +134,65 @@ def json_of(data: bytes) -> Any:
         return json.loads(data)
     except UnicodeDecodeError:
         return json.loads(data.decode("utf-8", "replace"))
+
+
+class WrongShape(ValueError):
+    """An event that is not a chat completion's: the message says what it was."""
+
+
+class ErrorEvent(Exception):
+    """An event that reports an error, with its status code (500 when it gives none)."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status, self.body = status, body
+
+
+@dataclass(slots=True)
+class Seen:
+    """What a chat stream's events have said so far."""
+
+    events: int = 0
+    finished: bool = False
+    """a finish reason came"""
+    done: bool = False
+    """`[DONE]` came: what follows is not read"""
+
+
+def chat_deltas(values: list[bytes], seen: Seen) -> list[ChatDelta]:
+    """The deltas of a chat stream's events (the `data:` values a chunk ended), up to `[DONE]`;
+    an event with nothing in it gives none."""
+    deltas = []
+    for data in values:
+        if data == b"[DONE]":
+            seen.done = True
+            break
+        seen.events += 1
+        try:
+            chunk = json_of(data)
+        except ValueError:
+            raise WrongShape("a stream chunk that is not JSON") from None
+        if not isinstance(chunk, dict):
+            raise WrongShape("a stream chunk that is not an object")
+        if "error" in chunk:
+            status = chunk["error"].get("code") if isinstance(chunk["error"], dict) else None
+            raise ErrorEvent(status if isinstance(status, int) else 500, chunk)
+        calls: tuple[ToolCallDelta, ...] = ()
+        text, finish_reason = "", None
+        if choices := chunk.get("choices"):
+            try:
+                choice = choices[0]
+                delta = choice.get("delta") or {}
+                text = delta.get("content") or ""
+                finish_reason = choice.get("finish_reason")
+                calls = tuple(call_piece(i, piece) for i, piece in enumerate(delta.get("tool_calls") or ()))
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise WrongShape("a stream chunk of the wrong shape") from None
+        usage = usage_of(chunk.get("usage"))
+        seen.finished = seen.finished or finish_reason is not None
+        if text or finish_reason or usage or calls:
+            deltas.append(ChatDelta(text, finish_reason, usage, calls))
+    return deltas
 
 
 async def drain(lines: AsyncIterator[Any]) -> None:
