@@ -68,6 +68,8 @@ class MarginApp:
     queue: BackgroundQueue = field(default_factory=BackgroundQueue)
     """the order of work: completion, requests, summaries, indexing (services.background)"""
     _storage: ThreadStorage | None = None
+    _storage_from: str | None = None
+    """the `database` setting `_storage` was opened for"""
     _retired: list[ThreadStorage] = field(default_factory=list)
     """stores left when the `database` setting changed: requests begun on one may still be
     writing to it, so each is closed at shutdown"""
@@ -120,7 +122,10 @@ class MarginApp:
     def storage(self) -> ThreadStorage:
         """The thread store, opened on first use at the configured path."""
         settings = self.settings.current.globals
+        if self._storage is not None and self._storage_from == settings.database:
+            return self._storage  # asked for several times a request: the path is made when the setting changes
         path = Path(settings.database).expanduser() if settings.database else thread_storage.default_database_path()
+        self._storage_from = settings.database
         if self._storage is None or self._storage.path != path:
             if self._storage is not None:
                 self._retired.append(self._storage)
