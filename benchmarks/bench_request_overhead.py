@@ -34,7 +34,15 @@ sent, and that the prompt held the file, instructions, memories, snippets and th
 file is written at the end; `python -m pstats FILE`); `--py-spy FILE` samples it with py-spy
 (when installed) over the timed rounds, every thread, to a speedscope file.
 
+`--against TREE` compares this tree's server with another checkout's (`git worktree add TREE
+REV`), side by side in one run: both servers run at once, each with its own workspace,
+database and thread built the same way, and the rounds alternate request by request (which one
+goes first alternating too), so that the machine's drift — its speed moves by a third within
+an hour here — falls on both alike. Printed: each tree's median time and CPU per request, and
+the median of the paired differences.
+
     .venv/bin/python benchmarks/bench_request_overhead.py [--turns N] [--rounds N] [--profile FILE] [--py-spy FILE]
+    .venv/bin/python benchmarks/bench_request_overhead.py --against ../other-checkout [--turns N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -302,6 +310,52 @@ async def measure(options: argparse.Namespace) -> int:
     return finish()
 
 
+async def compare(options: argparse.Namespace) -> int:
+    """`--against TREE`: this tree's server and TREE's, interleaved request by request."""
+    trees = {"this tree": REPO / "server", options.against: Path(options.against).resolve() / "server"}
+    if not (trees[options.against] / "margin").is_dir():
+        print(f"{options.against} holds no server/margin: give a checkout of this repository", file=sys.stderr)
+        return 2
+    fake = FakeProcess(__file__)
+    times: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {}
+            for name, server in trees.items():
+                tmp = Path(tempfile.mkdtemp(prefix="margin-bench-overhead-"))
+                root = workspace(tmp)
+                env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp / "threads.db"),
+                       "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_LOG_LEVEL": "INFO",
+                       "PYTHONPATH": str(server)}
+                client = await stack.enter_async_context(raw_client(env, capabilities={}, root_uri=root.as_uri()))
+                clients[name] = (client, root)
+            await asyncio.gather(*(build(client, root, options.turns) for client, root in clients.values()))
+            for round_ in range(options.rounds):
+                for method in ("chat", "editOps"):
+                    for name in (list(trees) if round_ % 2 == 0 else list(trees)[::-1]):
+                        client, root = clients[name]
+                        before, started = cpu_seconds(client.process.pid), time.perf_counter()
+                        await client.request(f"margin/{method}", params(root, options.turns + round_))
+                        times.setdefault((name, method), []).append((time.perf_counter() - started) * 1000)
+                        if before is not None and (after := cpu_seconds(client.process.pid)) is not None:
+                            cpu.setdefault((name, method), []).append((after - before) * 1000)
+    finally:
+        fake.close()
+    this, other = trees
+    print(f"Request overhead, this tree against {other}: both servers at once, {options.turns}-turn threads, "
+          f"{options.rounds} rounds alternating request by request (ms; gain: the median of the paired "
+          "differences, positive when this tree is faster)")
+    for method in ("chat", "editOps"):
+        for what, found in (("time", times), ("CPU", cpu)):
+            mine, theirs = found.get((this, method), []), found.get((other, method), [])
+            if mine and len(mine) == len(theirs):
+                gain = statistics.median(t - m for m, t in zip(mine, theirs))
+                print(f"    {method:<8} {what:<5} this tree {statistics.median(mine):7.2f}   {other} "
+                      f"{statistics.median(theirs):7.2f}   gain {gain:6.2f}")
+    return 0
+
+
 def report(options: argparse.Namespace, prompt: dict[str, Any], times: dict[str, list[float]], sent: int,
            requests: int, replayed: int) -> None:
     sections = {s["name"]: s for s in prompt["budget"]["sections"]}
@@ -344,6 +398,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40, help="timed rounds (a chat and an edit-ops request each)")
     parser.add_argument("--profile", help="write a cProfile of the server over the timed rounds to this file")
     parser.add_argument("--py-spy", help="sample the server with py-spy over the timed rounds to this file")
+    parser.add_argument("--against", metavar="TREE", help="compare with another checkout's server, interleaved")
     parser.add_argument("--serve-fake", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profiled-server", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -353,7 +408,7 @@ def main() -> int:
     if options.profiled_server:
         profiled_server(options.profiled_server)
         return 0
-    return asyncio.run(measure(options))
+    return asyncio.run(compare(options) if options.against else measure(options))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,21 @@ def test_a_fast_benchmark_meets_its_targets(name):
     assert " met" in run.stdout and "MISSED" not in run.stdout
 
 
+def test_the_overhead_benchmark_compares_two_checkouts_request_by_request(tmp_path):
+    """`--against TREE`: two servers at once, the rounds interleaved, a paired gain for each
+    method in time and CPU (here the same tree twice); a folder that is no checkout is refused."""
+    script = str(REPO / "benchmarks" / "bench_request_overhead.py")
+    run = subprocess.run([sys.executable, script, "--against", str(REPO), "--turns", "6", "--rounds", "3"], cwd=REPO,
+                         capture_output=True, text=True, timeout=900, env=clean_env(MARGIN_LOG_LEVEL="WARNING"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    gains = [line.split() for line in run.stdout.splitlines() if " gain " in line]
+    assert [(g[0], g[1]) for g in gains] == [("chat", "time"), ("chat", "CPU"), ("editOps", "time"), ("editOps", "CPU")]
+    assert all(float(g[4]) > 0 and float(g[6]) > 0 for g in gains)  # each tree's median
+    refused = subprocess.run([sys.executable, script, "--against", str(tmp_path)], cwd=REPO, capture_output=True,
+                             text=True, timeout=60, env=clean_env())
+    assert refused.returncode == 2 and "holds no server/margin" in refused.stderr
+
+
 @pytest.mark.llama
 @pytest.mark.timeout(2400)  # the run's own limit below, not pytest's 300 s default
 def test_background_work_does_not_slow_typing_on_real_llama_cpp():
