@@ -4,20 +4,24 @@ leaves the file consistent. Any SQLite failure becomes `StoreUnavailable` with a
 names the file and what to do.
 
 A thread's messages are read whole for every chat and edit-ops request, so the last few threads
-read are kept in memory (`Timelines`): this store's own appends extend them, its other writes
-drop them, and a commit by any other connection to the file (`PRAGMA data_version`, asked on
-every read) has them read again."""
+read are kept in memory (`Timelines`), and so are the canonical threads and the memories last
+read: this store's own appends extend what is kept, its other writes drop it, and a commit by
+any other connection to the file (`PRAGMA data_version`) has it read again. The version is asked
+once per read, or once for a whole request inside `reading()`: a request's reads then cost one
+trip to the connection's thread, not one each."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,10 @@ log = logging.getLogger(__name__)
 
 TIMELINES_KEPT = 4
 """Threads whose messages are kept in memory, the most recently read."""
+
+
+_PINNED: contextvars.ContextVar[tuple[SQLiteThreadStore, int] | None] = contextvars.ContextVar("pinned", default=None)
+"""the store and the data_version its innermost `reading()` block asked, in this task"""
 
 
 class Timelines:
@@ -73,6 +81,10 @@ class SQLiteThreadStore:
         self._opening = asyncio.Lock()
         """first uses at once open one connection (each would start a thread that outlives it)"""
         self._timelines = Timelines()
+        self._canonical: dict[tuple[str, str], tuple[int, Thread]] = {}
+        """the newest thread of (workspace, context), with the data_version it was read at"""
+        self._memories: dict[str, tuple[int, list[Memory]]] = {}
+        """a workspace's memories (`list_memories`), with the data_version they were read at"""
         self._unsettled = False
         """a write transaction ended by an exception (see `_statement`)"""
 
@@ -98,7 +110,7 @@ class SQLiteThreadStore:
         log.info("thread store open journal=%s", mode)
 
     async def close(self) -> None:
-        self._timelines.clear()  # data_version is the connection's
+        self._forget()  # data_version is the connection's
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -117,17 +129,53 @@ class SQLiteThreadStore:
             raise StoreUnavailable(explain(self.path, error)) from None
 
     @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        """Reads that ask the file's `data_version` once between them: what was kept is used if
+        no other connection has committed when the block starts (a commit during the block is
+        seen by the next one). The version is the task's (a request's), so a block never uses
+        one asked before it began; blocks may nest, and the outermost one asks."""
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] is self:
+            yield
+            return
+        token = _PINNED.set((self, await self._ask_version()))
+        try:
+            yield
+        finally:
+            _PINNED.reset(token)
+
+    async def _ask_version(self) -> int:
+        return int((await self._read("PRAGMA data_version"))[0][0])
+
+    async def _version(self) -> int:
+        return pinned[1] if (pinned := _PINNED.get()) and pinned[0] is self else await self._ask_version()
+
+    def _keeping(self) -> bool:
+        """What is read now may be kept: no transaction of this connection is open (a turn half
+        written, or a cancelled writer's rows until the next write rolls them back)."""
+        return self._db is not None and not self._db.in_transaction
+
+    def _forget(self) -> None:
+        """Drop everything kept: this connection wrote (data_version does not change for its own
+        commits), or a write of it failed."""
+        self._timelines.clear()
+        self._canonical.clear()
+        self._memories.clear()
+
+    @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction: all of it lands, or none of it. Transactions take turns (one
-        connection: a turn stored while a background summary is stored must wait, not nest)."""
+        connection: a turn stored while a background summary is stored must wait, not nest).
+        What is kept is dropped when it ends, landed or not: a read that came between the
+        caller's start and the BEGIN may have kept what it changes (its own commit does not
+        change data_version)."""
         db = await self._conn()
         async with self._writing:
             try:
                 async with self._begun(db) as begun:
                     yield begun
-            except BaseException:
-                self._timelines.clear()  # what a caller kept for it may not have landed
-                raise
+            finally:
+                self._forget()
 
     @contextlib.asynccontextmanager
     async def _begun(self, db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
@@ -146,7 +194,7 @@ class SQLiteThreadStore:
             raise StoreUnavailable(explain(self.path, error)) from None
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        self._timelines.clear()
+        self._forget()
         async with self._transaction() as db:
             for sql, args in statements:
                 await db.execute(sql, args)
@@ -173,10 +221,16 @@ class SQLiteThreadStore:
     async def canonical_thread(self, workspace: str, context: str) -> Thread:
         """The newest thread of the workspace; the first one is made where no other writer can make
         one at the same time (two first requests at once, here or in another server, share it)."""
+        version = await self._version()
+        kept = self._canonical.get((workspace, context))
+        if kept is not None and kept[0] == version:
+            return kept[1]
         rows = await self._read(self._CANONICAL, (workspace, context))
         if rows:
-            return self._thread(rows[0])
-        self._timelines.clear()
+            thread = self._thread(rows[0])
+            if self._keeping():
+                self._canonical[workspace, context] = (version, thread)
+            return thread
         async with self._transaction() as db:
             rows = list(await db.execute_fetchall(self._CANONICAL, (workspace, context)))
             if rows:
@@ -213,7 +267,7 @@ class SQLiteThreadStore:
         ends (a turn half written, or a cancelled writer's rows until the next write rolls them
         back: this connection reads them). A write takes what is kept of its thread once its
         transaction has begun, and keeps it again with its messages added."""
-        version = (await self._read("PRAGMA data_version"))[0][0]
+        version = await self._version()
         found = self._timelines.get(thread_id, version)
         if found is not None:
             return found
@@ -221,7 +275,7 @@ class SQLiteThreadStore:
             "SELECT id, role, content, created_at, hidden, kind, uri, fingerprint, meta, tokens "
             "FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,))
         found = [self._message(thread_id, *row) for row in rows]
-        if self._db is not None and not self._db.in_transaction:
+        if self._keeping():
             self._timelines.keep(thread_id, version, found)
         return found
 
@@ -263,8 +317,16 @@ class SQLiteThreadStore:
                 self._timelines.keep(thread_id, timeline[0], [
                     *timeline[1], *(self._message(thread_id, message_id, *row[1:])
                                     for message_id, row in zip(ids, rows, strict=True))])
+            self._touched(thread_id, now)
         return [Message.stored(m, id=message_id, thread_id=thread_id, created_at=now)
                 for message_id, m in zip(ids, messages, strict=True)]
+
+    def _touched(self, thread_id: str, now: float) -> None:
+        """A canonical thread kept with the time the schema's trigger gave it on an append (the
+        order of `list_threads` and the purge of inactive threads read it)."""
+        for key, (version, thread) in list(self._canonical.items()):
+            if thread.id == thread_id:
+                self._canonical[key] = (version, replace(thread, updated_at=now))
 
     async def _settle(self, db: aiosqlite.Connection) -> None:
         """Before a write: a writer cancelled mid-transaction (a summary giving way to the user)
@@ -325,7 +387,14 @@ class SQLiteThreadStore:
             return cursor.rowcount > 0
 
     async def list_memories(self, workspace: str) -> list[Memory]:
+        version = await self._version()
+        kept = self._memories.get(workspace)
+        if kept is not None and kept[0] == version:
+            return list(kept[1])
         rows = await self._read(
             f"SELECT {self._MEMORY_COLUMNS} FROM memories WHERE scope = 'global' OR workspace = ? "
             "ORDER BY created_at DESC, id DESC", (workspace,))
-        return [Memory(str(row[0]), row[1], row[2], row[3], row[4]) for row in rows]
+        found = [Memory(str(row[0]), row[1], row[2], row[3], row[4]) for row in rows]
+        if self._keeping():
+            self._memories[workspace] = (version, found)
+        return list(found)

@@ -14,10 +14,12 @@ database cannot be used, so chat goes on working without persistence.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -87,6 +89,11 @@ class ThreadStore(Protocol):
 
     async def close(self) -> None: ...
 
+    def reading(self) -> AbstractAsyncContextManager[None]:
+        """A block of reads that may share one look for other writers to the same store (a
+        request's thread, timeline and memories): what they find is at least as new as the
+        store was when the block began."""
+
     async def canonical_thread(self, workspace: str, context: str) -> Thread:
         """The newest thread of (workspace, context), created if there is none."""
 
@@ -154,6 +161,10 @@ class MemoryThreadStore:
 
     async def close(self) -> None:
         return None
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        yield  # no other writer
 
     async def canonical_thread(self, workspace: str, context: str) -> Thread:
         mine = [t for t in self._threads.values() if (t.workspace, t.context) == (workspace, context)]

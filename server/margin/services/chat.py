@@ -190,10 +190,11 @@ class ChatService:
     async def _prepare(self, ask: Ask, profile: Profile, tools: bool) -> Prepared:
         counter = profile.counter
         tokenizer = counter.name
-        thread = await self.threads.thread_for(ask.where)
-        history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
-        job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
-        chat = ChatInput(history, await gather(job))
+        async with self.threads.reading():  # one look for other writers, not one a read
+            thread = await self.threads.thread_for(ask.where)
+            history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
+            job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
+            chat = ChatInput(history, await gather(job))
         shown = shown_history(chat)  # not the turns folded into the summary: no prompt shows them
         known = {m.content: m.tokens[tokenizer] for m in shown if tokenizer in m.tokens}
         await self._count(texts_to_count(chat, shown), known, counter)

@@ -7,9 +7,10 @@ hands over what it holds, so the session keeps its threads and memories."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -99,6 +100,18 @@ class ThreadStorage:
             contents = await self._contents(store)
             await store.close()
             return await operation(self._fall_back(error, contents))
+
+    @contextlib.asynccontextmanager
+    async def reading(self) -> AsyncIterator[None]:
+        """`ThreadStore.reading` on the store in use. A store that fails as the block begins is
+        not read in it: the reads inside find the failure themselves, and `run` hands over."""
+        store = await self._open()
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(store.reading())
+            except StoreUnavailable:
+                pass
+            yield
 
     async def close(self) -> None:
         if self._store is not None:

@@ -4,6 +4,7 @@ never reach into the store."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,6 +117,11 @@ class ThreadsService:
         return await self.app.storage.run(lambda store: store.delete_thread(thread_id))
 
     # --- for the chat use cases ------------------------------------------------------------
+
+    def reading(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """A request's reads (its thread, timeline and memories) with one look for other writers
+        to the database between them."""
+        return self.app.storage.reading()
 
     async def timeline(self, thread_id: str) -> Sequence[Message]:
         """The thread as prompts are assembled from it: hidden file contexts included."""

@@ -336,6 +336,90 @@ async def test_a_thread_read_again_comes_from_memory(stores):
     assert len(await store.messages(thread.id)) == 4
 
 
+async def test_a_requests_reads_look_for_other_writers_once(stores):
+    """A chat request reads its canonical thread, its timeline and its workspace's memories:
+    inside `reading()` that is one query (data_version) once they are kept, not one a read."""
+    store = stores()
+    thread = await store.canonical_thread("file:///ws", "chat")
+    await store.add_memory("tabs", "workspace", "file:///ws")
+    await store.append(thread.id, [NewMessage("user", "q"), NewMessage("assistant", "a")])
+    async with store.reading():  # what a first request keeps
+        await store.canonical_thread("file:///ws", "chat")
+        await store.messages(thread.id)
+        await store.list_memories("file:///ws")
+    queries: list[str] = []
+    await store._db.set_trace_callback(queries.append)
+    async with store.reading():
+        async with store.reading():  # nested: the outer block's look
+            found = await store.canonical_thread("file:///ws", "chat")
+        timeline = await store.messages(thread.id)
+        remembered = await store.list_memories("file:///ws")
+    assert queries == ["PRAGMA data_version"]
+    assert found.id == thread.id and [m.content for m in timeline] == ["q", "a"]
+    assert [m.text for m in remembered] == ["tabs"]
+    queries.clear()
+    await store.canonical_thread("file:///ws", "chat")  # outside a block: a look a read
+    await store.list_memories("file:///ws")
+    assert queries == ["PRAGMA data_version"] * 2
+
+
+async def test_what_is_kept_follows_every_writer(stores):
+    """Threads and memories kept for requests are what the file holds after this store's own
+    writes (which do not change data_version) and after another connection's commits."""
+    store, writer = stores(), stores()
+
+    async def read() -> tuple[object, ...]:
+        async with store.reading():
+            thread = await store.canonical_thread("file:///ws", "chat")
+            return thread, [m.text for m in await store.list_memories("file:///ws")]
+
+    async def on_file() -> tuple[object, ...]:
+        fresh = stores()
+        return (await fresh.canonical_thread("file:///ws", "chat"),
+                [m.text for m in await fresh.list_memories("file:///ws")])
+
+    first, _ = await read()  # made
+    assert await read() == (first, [])  # and kept
+    await store.append(first.id, [NewMessage("user", "q")])  # the thread's time moves on
+    assert await read() == await on_file()
+    memory = await store.add_memory("mine", "workspace", "file:///ws")
+    assert await read() == await on_file() and (await read())[1] == ["mine"]
+    await writer.add_memory("theirs", "global", "file:///ws")
+    newer = await writer.new_thread("file:///ws", "chat")
+    assert await read() == await on_file() and (await read())[0].id == newer.id
+    await store.remove_memory(memory.id)
+    await writer.append(newer.id, [NewMessage("user", "theirs")])
+    assert await read() == await on_file() and (await read())[1] == ["theirs"]
+    mine = await store.new_thread("file:///ws", "chat")
+    assert (await read())[0].id == mine.id
+    await writer.delete_thread(mine.id)
+    assert await read() == await on_file() and (await read())[0].id == newer.id
+
+
+async def test_a_block_never_uses_a_look_from_before_it_began(stores):
+    """Requests run side by side: a block that begins after another connection commits sees
+    the commit, though a block that began before it is still open."""
+    store, writer = stores(), stores()
+    await store.list_memories("file:///ws")
+    entered, written = asyncio.Event(), asyncio.Event()
+
+    async def long_request() -> list[str]:
+        async with store.reading():
+            entered.set()
+            await written.wait()
+            return [m.text for m in await store.list_memories("file:///ws")]
+
+    async def later_request() -> list[str]:
+        await entered.wait()
+        await writer.add_memory("new", "workspace", "file:///ws")
+        written.set()
+        async with store.reading():
+            return [m.text for m in await store.list_memories("file:///ws")]
+
+    _, later = await asyncio.gather(long_request(), later_request())
+    assert later == ["new"]
+
+
 async def test_a_read_while_a_write_is_open_is_not_kept(tmp_path, stores):
     """Reads share the writer's connection, so they see rows not yet committed: a turn half
     written, or the rows a writer cancelled mid-way leaves open until the next write rolls them
