@@ -1,0 +1,61 @@
+"""BM25 scored densely: every document holding a query term gets its score in one numpy array,
+a term at a time, and the best are taken from it. For an index whose postings are read from
+disk a query at a time (adapters.index_db): no pruning is needed to be fast, since a term held
+by every file costs one vectorised pass, so the scores are exact for every document.
+
+The formula and the order of its operations are `postings.Postings.score`'s (terms rarest
+first, ties by term; `idf·tf / ((tf + a) + c·length)`), so each document's score is the same
+float as the in-memory index's (tests/unit/adapters/test_index_db.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from margin.core.retrieval.bm25 import length_norm
+
+K1 = 1.2
+
+
+class Posting:
+    """One term's documents and term frequencies, sorted by document."""
+
+    __slots__ = ("docs", "tfs")
+
+    def __init__(self, docs: np.ndarray, tfs: np.ndarray) -> None:
+        self.docs, self.tfs = docs, tfs
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[tuple[bytes, bytes]]) -> Posting:
+        docs = [np.frombuffer(d, dtype="<u4") for d, _ in rows]
+        tfs = [np.frombuffer(t, dtype="<u4") for _, t in rows]
+        if len(rows) == 1:
+            return cls(docs[0], tfs[0])
+        return cls(np.concatenate(docs), np.concatenate(tfs))
+
+    def row(self) -> tuple[bytes, bytes]:
+        return self.docs.astype("<u4").tobytes(), self.tfs.astype("<u4").tobytes()
+
+
+def bm25(postings: dict[str, Posting], documents: int, total_length: int, lengths: np.ndarray,
+         b: float, pool: int) -> dict[int, float]:
+    """The best `pool` documents by BM25 over `postings` (term → posting), with their scores:
+    `Postings.score`'s formula and order of operations (terms rarest first, ties by term), so
+    the same floats. Documents tied with the `pool`-th are all returned."""
+    if not documents or not postings:
+        return {}
+    a, c = length_norm(K1, b, documents, total_length)
+    entries = sorted(((math.log(1.0 + (documents - len(p.docs) + 0.5) / (len(p.docs) + 0.5)) * (K1 + 1.0), term, p)
+                      for term, p in postings.items() if len(p.docs)), key=lambda e: (-e[0], e[1]))
+    scores = np.zeros(len(lengths))
+    for idf, _, posting in entries:
+        tfs = posting.tfs.astype(np.float64)
+        scores[posting.docs] += idf * tfs / ((tfs + a) + c * lengths[posting.docs])
+    found = np.flatnonzero(scores)
+    if len(found) > pool:
+        floor = np.partition(scores[found], len(found) - pool)[len(found) - pool]
+        found = found[scores[found] >= floor]
+    return dict(zip(found.tolist(), scores[found].tolist(), strict=True))

@@ -1,0 +1,133 @@
+"""The retrieval index on disk (adapters/index_db.py) scores as the in-memory index does: the
+same floats for the best documents of the code and path fields, after any sequence of files
+put, changed and removed, and as another connection to the same file sees it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from margin.adapters.index_db import CHUNK, DiskIndex
+from margin.core.retrieval import RetrievalIndex
+from margin.core.retrieval.index import _query_terms
+from margin.core.workspace_files import Stamp
+
+WORDS = ["parse", "read", "write", "client", "request", "response", "stream", "header", "body", "timeout", "retry", "cache", "token", "encode", "decode", "buffer", "socket", "proxy", "cookie", "redirect", "session"]
+
+
+def text(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(0, 40)):
+        words = rng.choices(WORDS, k=rng.randint(0, 6))
+        lines.append(f"    {'_'.join(words[:2]) or 'x'} = {' '.join(words[2:])}  # {rng.choice(WORDS)}Id")
+    return "\n".join(lines)
+
+
+def path(rng: random.Random, n: int) -> str:
+    return f"{rng.choice(WORDS)}/{rng.choice(WORDS)}_{n}.py"
+
+
+def same_scores(disk: DiskIndex, memory: RetrievalIndex, query: str, pool: int) -> None:
+    """The disk index's best `pool` are the memory index's best, each with the same float (MaxScore
+    makes the memory index exact for its best `pool` only, so only those are compared)."""
+    terms = _query_terms(query)
+    for on_disk, in_memory in ((disk.content_scores(terms, pool), memory._content.score(terms, pool)),
+                               (disk.path_scores(terms, pool), memory._paths.score(terms, pool))):
+        names = disk.names_of(on_disk)
+        got = {names[doc]: score for doc, score in on_disk.items()}
+        want_all = {memory._names[doc]: score for doc, score in in_memory.items()}
+        best = sorted(want_all.values(), reverse=True)[:pool]
+        want = {name: score for name, score in want_all.items() if best and score >= best[-1]}
+        assert got == want, query
+
+
+@pytest.fixture
+def disk(tmp_path):
+    index = DiskIndex(tmp_path / "index.db")
+    yield index
+    index.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removals(disk, seed):
+    rng = random.Random(seed)
+    memory = RetrievalIndex()
+    files = {path(rng, n): text(rng) for n in range(60)}
+    for file_id, body in files.items():
+        assert disk.put(file_id, body, str(hash(body)), Stamp(len(body), 1)) == memory.put(file_id, body, str(hash(body)))
+    queries = [" ".join(rng.choices(WORDS, k=rng.randint(1, 5))) for _ in range(12)] + ["readBody", "nothing"]
+    for query in queries:
+        same_scores(disk, memory, query, pool=8)
+        same_scores(disk, memory, query, pool=200)
+    for step in range(40):
+        file_id = rng.choice(list(files))
+        if step % 3 == 0:
+            assert disk.remove(file_id) == memory.remove(file_id)
+            files.pop(file_id)
+        else:
+            files[file_id] = body = text(rng)
+            disk.put(file_id, body, str(hash(body)))
+            memory.put(file_id, body, str(hash(body)))
+        same_scores(disk, memory, rng.choice(queries), pool=8)
+    assert len(disk) == len(memory) == len(files)
+    for file_id in files:
+        assert disk.fingerprint(file_id) == memory.fingerprint(file_id)
+        kept = disk.file_data(file_id)
+        assert (kept.terms, kept.counts, kept.positions) == (memory._files[file_id].terms, memory._files[file_id].counts,
+                                                             memory._files[file_id].positions)
+        assert disk.idf(kept.term_list()[0]) == memory._content.idf(kept.term_list()[0]) if kept.terms else True
+
+
+def test_an_unchanged_file_keeps_its_postings_and_takes_the_new_stamp(disk):
+    assert disk.put("a.py", "read_body()\n", "f1", Stamp(12, 1))
+    assert not disk.put("a.py", "read_body()\n", "f1", Stamp(12, 2))
+    assert disk.stamp("a.py") == Stamp(12, 2)
+    assert disk.put("a.py", "write_body()\n", "f2", Stamp(13, 3))
+    assert disk.content_scores(["read"], 10) == {}
+    assert list(disk.names_of(disk.content_scores(["write"], 10)).values()) == ["a.py"]
+
+
+def test_postings_span_chunks(tmp_path):
+    """A term held by files in several chunks is scored across all of them."""
+    index = DiskIndex(tmp_path / "index.db")
+    memory = RetrievalIndex()
+    from margin.core.retrieval import filedata
+    bodies = {f"f{n}.py": ("common_term\n" * (1 + n % 3)) + f"rare{n}\n" for n in range(CHUNK + 50)}
+    index.write([(name, filedata.from_text(body, name), None) for name, body in bodies.items()])
+    for name, body in bodies.items():
+        memory.put(name, body, name)
+    same_scores(index, memory, "common term rare7", pool=30)
+    assert index.df("common") == CHUNK + 50
+    index.close()
+
+
+def test_another_connection_sees_each_commit(tmp_path):
+    """Two servers on one workspace share its index file: each reads what the other wrote."""
+    first, second = DiskIndex(tmp_path / "index.db"), DiskIndex(tmp_path / "index.db")
+    memory = RetrievalIndex()
+    try:
+        for n in range(5):
+            body = f"def handle_request_{n}(timeout):\n    return retry(timeout)\n"
+            first.put(f"m{n}.py", body, str(n))
+            memory.put(f"m{n}.py", body, str(n))
+        same_scores(second, memory, "handle request timeout", pool=10)
+        second.remove("m0.py")
+        memory.remove("m0.py")
+        second.put("m1.py", "nothing here\n", "changed")
+        memory.put("m1.py", "nothing here\n", "changed")
+        same_scores(first, memory, "handle request timeout", pool=10)
+        assert len(first) == len(second) == 4
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_file_of_another_format_is_made_anew(tmp_path):
+    index = DiskIndex(tmp_path / "index.db")
+    index.put("a.py", "read_body()\n", "f1")
+    index._db.execute("UPDATE meta SET value = 0 WHERE key = 'format'")
+    index.close()
+    again = DiskIndex(tmp_path / "index.db")
+    assert len(again) == 0 and again.fingerprint("a.py") is None
+    again.close()
