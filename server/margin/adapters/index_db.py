@@ -32,14 +32,14 @@ import math
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from margin.adapters.index_rows import from_bytes, merged, row_of, to_bytes
-from margin.core.retrieval import filedata
+from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
 from margin.core.retrieval.dense import Posting, bm25
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
@@ -82,10 +82,13 @@ CREATE TABLE IF NOT EXISTS postings (
 """
 
 class DiskIndex:
-    """The index in one SQLite file. Thread-safe: one connection, taken in turn."""
+    """The index in one SQLite file: a core.index_store.WorkspaceIndex, ranked by
+    core.retrieval.ranking as the index in memory is. Thread-safe: one connection, taken in
+    turn."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, weights: Weights = DEFAULT_WEIGHTS) -> None:
         self.path = path
+        self.weights = weights
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.RLock()
@@ -241,6 +244,13 @@ class DiskIndex:
             self._current()
             n = self._count
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
+
+    def search(self, query: str, *, limit: int = 8, signals: Signals | None = None,
+               exclude: Collection[str] = ()) -> list[Hit]:
+        return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
+
+    def save(self, pause: Callable[[], None]) -> None:
+        """Nothing to do: every write has landed in the file."""
 
     # ---- writing ----------------------------------------------------------------------------
 

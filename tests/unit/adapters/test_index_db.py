@@ -10,7 +10,7 @@ import pytest
 
 from margin.adapters.index_db import CHUNK, DiskIndex
 from margin.core.retrieval import RetrievalIndex
-from margin.core.retrieval.index import _query_terms
+from margin.core.retrieval.ranking import query_terms as _query_terms
 from margin.core.workspace_files import Stamp
 
 WORDS = ["parse", "read", "write", "client", "request", "response", "stream", "header", "body", "timeout", "retry", "cache", "token", "encode", "decode", "buffer", "socket", "proxy", "cookie", "redirect", "session"]
@@ -131,3 +131,26 @@ def test_a_file_of_another_format_is_made_anew(tmp_path):
     again = DiskIndex(tmp_path / "index.db")
     assert len(again) == 0 and again.fingerprint("a.py") is None
     again.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_searches_rank_as_the_index_in_memory_with_git_signals(disk, seed):
+    """The same hits, windows and scores as the index in memory, with a history, open files and
+    files edited lately (ranking.search over either corpus)."""
+    from margin.core.retrieval import Commit, History, Signals
+
+    rng = random.Random(100 + seed)
+    memory = RetrievalIndex()
+    files = {path(rng, n): text(rng) for n in range(80)}
+    for file_id, body in files.items():
+        disk.put(file_id, body, str(hash(body)))
+        memory.put(file_id, body, str(hash(body)))
+    names = list(files)
+    history = History([Commit(1_700_000_000 - 3600 * i, tuple(rng.sample(names, rng.randint(1, 4))),
+                              " ".join(rng.choices(WORDS, k=4))) for i in range(60)])
+    for n in range(10):
+        signals = Signals(history, active=tuple(rng.sample(names, 1)), edited=tuple(rng.sample(names, n % 3)))
+        query = " ".join(rng.choices(WORDS, k=rng.randint(1, 6)))
+        assert disk.search(query, limit=8, signals=signals, exclude=signals.active) == \
+            memory.search(query, limit=8, signals=signals, exclude=signals.active)
+        assert disk.search(query, limit=8) == memory.search(query, limit=8)

@@ -11,31 +11,21 @@ that share a query term), then windows inside the best files only.
 
 from __future__ import annotations
 
-import heapq
-from array import array
-from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Mapping
-from itertools import chain, repeat
-from operator import floordiv
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from margin.core.retrieval import filedata
+from margin.core.retrieval import filedata, ranking
 from margin.core.retrieval.bm25 import Field
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.postings import Postings
-from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FACT_TYPE, FileScore, Hit, Weights, combine
+from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FileScore, Hit, Weights
+from margin.core.retrieval.ranking import _K1, CANDIDATE_POOL, WINDOW_LINES, WINDOW_STRIDE, Names, query_terms
 from margin.core.retrieval.signals import Signals
-from margin.core.retrieval.terms import path_terms, text_terms
+from margin.core.retrieval.terms import path_terms
 
-WINDOW_LINES = 30
-WINDOW_STRIDE = 10
 EXPORT_VERSION = filedata.FORMAT
-CANDIDATE_POOL = 200
-"""Files whose code score is exact at query time (`Postings.score`'s pool): past the best 200 by
-code alone, a file can still be ranked through its path, history or co-change, with its code
-score possibly under-counted. A workspace this small is scored exactly."""
-_K1 = 1.2
+__all__ = ["CANDIDATE_POOL", "WINDOW_LINES", "WINDOW_STRIDE", "_K1", "RetrievalIndex"]
 
 
 class RetrievalIndex:
@@ -110,7 +100,28 @@ class RetrievalIndex:
         self._content.add(entry.doc, entry.term_list(), entry.counts)
         self._paths.add(entry.doc, Counter(path_terms(file_id)))
 
-    # ---- ranking -----------------------------------------------------------------------------
+    # ---- what ranking reads (ranking.Corpus) -------------------------------------------------
+
+    def content_scores(self, terms: list[str], pool: int) -> dict[int, float]:
+        return self._content.score(terms, pool)
+
+    def path_scores(self, terms: list[str], pool: int) -> dict[int, float]:
+        return self._paths.score(terms, pool)
+
+    def docs_of(self, file_ids: Iterable[str]) -> dict[str, int]:
+        files = self._files
+        return {p: files[p].doc for p in file_ids if p in files}
+
+    def names_of(self, docs: Iterable[int]) -> Names:
+        return self._names  # every document's, by number
+
+    def idf(self, term: str) -> float:
+        return self._content.idf(term)
+
+    def file_data(self, file_id: str) -> FileData | None:
+        return self._files.get(file_id)
+
+    # ---- ranking (core.retrieval.ranking) -----------------------------------------------------
 
     def rank_files(self, query: str, *, limit: int = 10, signals: Signals | None = None,
                    exclude: Collection[str] = ()) -> list[tuple[str, float]]:
@@ -121,145 +132,11 @@ class RetrievalIndex:
     def score_files(self, query: str, *, limit: int = 10, signals: Signals | None = None,
                     exclude: Collection[str] = ()) -> list[FileScore]:
         """`rank_files` with every component of each file's score."""
-        return self._score_files(_query_terms(query), limit, signals, exclude)
-
-    def _score_files(self, terms: list[str], limit: int, signals: Signals | None,
-                     exclude: Collection[str]) -> list[FileScore]:
-        w = self.weights
-        files, names = self._files, self._names
-        pool = max(CANDIDATE_POOL, 4 * limit)
-        # Keyed by document number until the best are chosen.
-        similarity = self._content.score(terms, pool)
-        if w.path_weight:
-            _add(similarity, self._paths.score(terms, pool), w.path_weight)
-        history = signals.history if signals else None
-        if history is not None and w.subject_weight:
-            subjects = {files[p].doc: s for p, s in history.subjects.score(terms, pool).items() if p in files}
-            _add(similarity, subjects, w.subject_weight)
-        priority: dict[int, float] = {}
-        if history is not None and w.feedback and similarity:
-            priority = {files[p].doc: w.feedback * s for p, s in history.cochange(
-                _best(similarity, w.feedback_files, names)).items() if p in files}
-        if signals is not None:
-            context = signals.context_files()
-            if history is not None and context:
-                for p, s in history.cochange(context).items():
-                    if p in files and s > priority.get(doc := files[p].doc, 0.0):
-                        priority[doc] = s
-            for path in signals.edited:
-                if path in files:
-                    priority[files[path].doc] = 1.0
-        recency = history.recency if history is not None else {}
-        top = max(similarity.values(), default=0.0) or 1.0
-        for doc in priority.keys() - similarity.keys():
-            similarity[doc] = 0.0
-        excluded = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
-        pri_get, rec_get = priority.get, recency.get
-        # combine(), inlined with the same operations: a tuple per candidate, objects for the best.
-        ws, wp, wr, wt = w.similarity, w.priority, w.recency, w.type * FACT_TYPE
-        keyed = [(-(ws * (s / top) + wp * pri_get(d, 0.0) + wr * rec_get(f, 0.0) + wt), f, d)
-                 for d, s in similarity.items() if (f := names[d]) not in excluded]
-        return [FileScore(f, -neg, similarity[d] / top, pri_get(d, 0.0), rec_get(f, 0.0))
-                for neg, f, d in heapq.nsmallest(limit, keyed)]
+        return ranking.score_files(self, query_terms(query), limit, signals, exclude)
 
     def search(self, query: str, *, limit: int = 8, signals: Signals | None = None,
                exclude: Collection[str] = (), per_file: int = 2) -> list[Hit]:
-        """The best `limit` line windows (`WINDOW_LINES` long, at most `per_file` per file, not
-        overlapping) from the best files by `score_files`; files in `exclude` are never
-        returned (they still count as context through `signals`)."""
-        terms = _query_terms(query)
-        ranked = self._score_files(terms, max(limit, 4), signals, exclude)
-        idf = {t: self._content.idf(t) for t in terms}
-        found = []
-        for fs in ranked:
-            for start, end, window_score in self._best_windows(self._files[fs.file_id], idf, per_file):
-                found.append((fs, start, end, window_score))
-        top = max((f[3] for f in found), default=0.0) or 1.0
-        hits = []
-        for fs, start, end, window_score in found:
-            sim = (fs.similarity + window_score / top) / 2
-            hits.append(Hit(fs.file_id, start, end, combine(self.weights, sim, fs.priority, fs.recency),
-                            sim, fs.priority, fs.recency, FACT_TYPE))
-        hits.sort(key=lambda h: (-h.score, h.file_id, h.start_line))
-        return hits[:limit]
+        """The best `limit` line windows (ranking.search)."""
+        return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude, per_file=per_file)
 
-    @staticmethod
-    def _best_windows(entry: FileData, idf: dict[str, float], per_file: int) -> list[tuple[int, int, float]]:
-        layout = _layout(entry)
-        lines = entry.lines
-        last = max(lines - WINDOW_LINES, 0)
-        aligned = last // WINDOW_STRIDE + 1  # the windows starting at a multiple of the stride
-        windows = aligned + (last % WINDOW_STRIDE != 0)  # and one ending at the last line
-        # A window's term frequency is the sum of the stride-long runs of lines it covers: each
-        # term's lines are counted by run (in C), then each run adds to the windows over it. The
-        # parts are added in the terms' order, each window's once a term (the same floats as two
-        # bisects a term in every window: tests/unit/core/retrieval/test_index.py).
-        scores = [0.0] * windows
-        for term, weight in idf.items():
-            if weight <= 0 or (numbers := entry.line_numbers(layout, term)) is None:
-                continue
-            runs = Counter(map(floordiv, numbers, repeat(WINDOW_STRIDE)))
-            tfs: dict[int, int] = {}
-            for back in range(_RUNS):
-                for run, count in runs.items():
-                    if 0 <= (at := run - back) < aligned:
-                        tfs[at] = tfs.get(at, 0) + count
-            if windows > aligned and (tf := bisect_left(numbers, last + WINDOW_LINES) - bisect_left(numbers, last)):
-                tfs[aligned] = tf
-            for at, tf in tfs.items():
-                scores[at] += weight * tf * (_K1 + 1) / (tf + _K1)
-        # The best windows not overlapping, highest score first (ties: the earlier); where too
-        # few score, the earliest window that does not overlap one chosen.
-        starts = range(0, windows * WINDOW_STRIDE, WINDOW_STRIDE) if windows == aligned else \
-            [*range(0, aligned * WINDOW_STRIDE, WINDOW_STRIDE), last]
-        scored = sorted(((score, -start) for score, start in zip(scores, starts) if score), reverse=True)
-        unscored = ((0.0, -start) for score, start in zip(scores, starts) if not score)
-        chosen: list[tuple[int, int, float]] = []
-        for score, neg_start in chain(scored, unscored):
-            start = -neg_start
-            if all(start >= e or start + WINDOW_LINES <= s for s, e, _ in chosen):
-                chosen.append((start, min(start + WINDOW_LINES, lines), score))
-                if len(chosen) == per_file or score == 0.0:
-                    break
-        return chosen
-
-
-_RUNS = WINDOW_LINES // WINDOW_STRIDE
-assert _RUNS * WINDOW_STRIDE == WINDOW_LINES, "a window covers whole stride-long runs of lines"
-
-
-_LAYOUTS: dict[str, tuple[array[int], tuple[list[str], list[int]]]] = {}
-LAYOUTS_KEPT = 64
-"""Files whose term list and offsets are kept between searches (a search reads a few files,
-and the next search mostly the same)."""
-
-
-def _layout(entry: FileData) -> tuple[list[str], list[int]]:
-    """`entry.layout()`, made once for the files searched lately (by the file's term string,
-    and its counts' array: two files may hold the same terms)."""
-    found = _LAYOUTS.get(entry.terms)
-    if found is not None and found[0] is entry.counts:
-        return found[1]
-    layout = entry.layout()
-    if len(_LAYOUTS) >= LAYOUTS_KEPT:
-        _LAYOUTS.clear()
-    _LAYOUTS[entry.terms] = (entry.counts, layout)
-    return layout
-
-
-def _query_terms(query: str) -> list[str]:
-    return list(dict.fromkeys(text_terms(query)))
-
-
-def _best(scores: dict[int, float], k: int, names: list[str]) -> list[str]:
-    """The `k` best documents' names, ties broken by name: the same as `heapq.nsmallest(k,
-    scores, key=lambda d: (-scores[d], names[d]))`, without a key call per document."""
-    if k <= 0:
-        return []
-    floor = heapq.nlargest(k, scores.values())[-1] if len(scores) > k else float("-inf")
-    return [f for _, f in sorted((-v, names[d]) for d, v in scores.items() if v >= floor)[:k]]
-
-
-def _add(into: dict[int, float], scores: dict[int, float], weight: float) -> None:
-    for key, value in scores.items():
-        into[key] = into.get(key, 0.0) + weight * value
+    _best_windows = staticmethod(ranking.best_windows)
