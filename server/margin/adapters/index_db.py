@@ -183,6 +183,12 @@ class DiskIndex:
             row = self._db.execute("SELECT size, mtime_ns FROM files WHERE file_id = ?", (file_id,)).fetchone()
         return Stamp(row[0], row[1]) if row and row[0] is not None else None
 
+    def stamps(self) -> dict[str, Stamp]:
+        """Every file indexed from disk, with the stamp of the text indexed."""
+        with self._lock:
+            rows = self._db.execute("SELECT file_id, size, mtime_ns FROM files WHERE size IS NOT NULL").fetchall()
+        return {file_id: Stamp(size, mtime_ns) for file_id, size, mtime_ns in rows}
+
     def file_data(self, file_id: str) -> FileData | None:
         with self._lock:
             row = self._db.execute("SELECT doc, fingerprint, lines, terms, counts, positions FROM files "
