@@ -38,17 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from margin.adapters.index_rows import from_bytes, merged, row_of, to_bytes
+from margin.adapters import index_rows
 from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
 from margin.core.retrieval.dense import Posting, bm25
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
 
-FORMAT = 1
+FORMAT = 2
 """the layout's version, in `meta`: a file of another version is made anew"""
 CHUNK = 2048
-"""documents a postings row covers"""
+"""documents a postings row covers (at most 65,536: a row holds them as 2-byte offsets)"""
 PATH = "/"
 """what path terms are prefixed with in `postings` (terms never hold a '/')"""
 CACHE_KB = 16 * 1024
@@ -58,7 +58,6 @@ CONTENT_B, PATH_B = 0.75, 0.3
 """BM25's b for the code and the path fields (core.retrieval.index's; k1 is dense.K1)"""
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS files (
     doc INTEGER PRIMARY KEY,
     file_id TEXT NOT NULL UNIQUE,
@@ -68,15 +67,12 @@ CREATE TABLE IF NOT EXISTS files (
     length INTEGER NOT NULL,
     path_length INTEGER NOT NULL,
     lines INTEGER NOT NULL,
-    terms TEXT NOT NULL,
-    counts BLOB NOT NULL,
-    positions BLOB NOT NULL
+    data BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS postings (
     term TEXT NOT NULL,
     chunk INTEGER NOT NULL,
-    docs BLOB NOT NULL,
-    tfs BLOB NOT NULL,
+    data BLOB NOT NULL,
     PRIMARY KEY (term, chunk)
 ) WITHOUT ROWID;
 """
@@ -105,15 +101,17 @@ class DiskIndex:
         self._count = self._total = self._path_total = 0
 
     def _prepare(self) -> None:
+        """The tables, made anew when the file holds another version's (or none)."""
         with self._transaction():
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            if row is None or row[0] != FORMAT:
+                self._db.execute("DROP TABLE IF EXISTS files")
+                self._db.execute("DROP TABLE IF EXISTS postings")
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     self._db.execute(statement)
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if row is None or row[0] != FORMAT:
-                self._db.execute("DELETE FROM files")
-                self._db.execute("DELETE FROM postings")
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
 
     def close(self) -> None:
         with self._lock:
@@ -191,12 +189,11 @@ class DiskIndex:
 
     def file_data(self, file_id: str) -> FileData | None:
         with self._lock:
-            row = self._db.execute("SELECT doc, fingerprint, lines, terms, counts, positions FROM files "
-                                   "WHERE file_id = ?", (file_id,)).fetchone()
+            row = self._db.execute("SELECT doc, fingerprint, lines, data FROM files WHERE file_id = ?",
+                                   (file_id,)).fetchone()
         if row is None:
             return None
-        code = filedata.typecode(row[2])
-        entry = FileData(row[1], row[2], row[3], from_bytes(code, row[4]), from_bytes(code, row[5]))
+        entry = index_rows.unpack_file(row[3], row[1], row[2])
         entry.doc = row[0]
         return entry
 
@@ -220,9 +217,11 @@ class DiskIndex:
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
         found = {}
         for key in dict.fromkeys(keys):
-            rows = self._db.execute("SELECT docs, tfs FROM postings WHERE term = ? ORDER BY chunk", (key,)).fetchall()
+            rows = self._db.execute("SELECT chunk, data FROM postings WHERE term = ? ORDER BY chunk", (key,)).fetchall()
             if rows:
-                found[key] = Posting.of_rows(rows)
+                parts = [index_rows.decode(chunk * CHUNK, data) for chunk, data in rows]
+                found[key] = parts[0] if len(parts) == 1 else Posting(
+                    np.concatenate([p.docs for p in parts]), np.concatenate([p.tfs for p in parts]))
         return found
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
@@ -240,8 +239,8 @@ class DiskIndex:
 
     def df(self, term: str) -> int:
         with self._lock:
-            rows = self._db.execute("SELECT docs FROM postings WHERE term = ?", (term,)).fetchall()
-        return sum(len(r[0]) // 4 for r in rows)
+            rows = self._db.execute("SELECT data FROM postings WHERE term = ?", (term,)).fetchall()
+        return sum(index_rows.size(r[0]) for r in rows)
 
     def idf(self, term: str) -> float:
         """The code field's idf of `term`, as `Postings.idf`."""
@@ -276,11 +275,11 @@ class DiskIndex:
     def remove(self, file_id: str) -> bool:
         with self._transaction():
             self._current()
-            row = self._db.execute("SELECT doc, terms FROM files WHERE file_id = ?", (file_id,)).fetchone()
+            row = self._db.execute("SELECT doc, data FROM files WHERE file_id = ?", (file_id,)).fetchone()
             if row is None:
                 return False
             doc = row[0]
-            self._apply({key: {doc: 0} for key in _keys(row[1], file_id)}, fresh=None)
+            self._apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)}, fresh=None)
             self._db.execute("DELETE FROM files WHERE doc = ?", (doc,))
             self._set_length(doc, 0, 0)
             self._count -= 1
@@ -298,27 +297,32 @@ class DiskIndex:
             start = self._next_doc()
             fresh = -(-start // CHUNK)  # the first chunk no document was in
             for file_id, entry, stamp in entries:
-                row = self._db.execute("SELECT doc, terms FROM files WHERE file_id = ?", (file_id,)).fetchone()
-                if row is not None:
-                    doc = row[0]
-                    for key in _keys(row[1], file_id):
-                        changes.setdefault(key, {})[doc] = 0
-                else:
-                    doc, start = start, start + 1
-                    self._count += 1
+                row = self._db.execute("SELECT doc, data, fingerprint, lines FROM files WHERE file_id = ?",
+                                       (file_id,)).fetchone()
                 paths = Counter(path_terms(file_id))
                 counts = entry.counts
                 length, path_length = sum(counts), sum(paths.values())
+                new = dict(zip(entry.term_list(), counts, strict=True))
+                if row is not None:  # only the terms whose count changed: an edit changes a few
+                    doc = row[0]
+                    before = index_rows.unpack_file(row[1], row[2], row[3])
+                    old = dict(zip(before.term_list(), before.counts, strict=True))
+                    for term in old.keys() | new.keys():
+                        if (tf := new.get(term, 0)) != old.get(term, 0):
+                            changes.setdefault(term, {})[doc] = tf
+                else:
+                    doc, start = start, start + 1
+                    self._count += 1
+                    for term, tf in new.items():
+                        changes.setdefault(term, {})[doc] = tf
+                    for term, tf in paths.items():
+                        changes.setdefault(PATH + term, {})[doc] = tf
                 self._db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
-                    "lines, terms, counts, positions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "lines, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines,
-                     entry.terms, to_bytes(counts), to_bytes(entry.positions)))
+                     index_rows.pack_file(entry)))
                 self._set_length(doc, length, path_length)
-                for term, tf in zip(entry.term_list(), counts, strict=True):
-                    changes.setdefault(term, {})[doc] = tf
-                for term, tf in paths.items():
-                    changes.setdefault(PATH + term, {})[doc] = tf
             self._apply(changes, fresh)
             self._seen = self._db.execute("PRAGMA data_version").fetchone()[0]
 
@@ -329,7 +333,7 @@ class DiskIndex:
     def _apply(self, changes: dict[str, dict[int, int]], fresh: int | None) -> None:
         """Each key's postings changed, a row per chunk: documents added, changed or (tf 0)
         dropped. Rows of chunks from `fresh` on are known not to exist yet."""
-        inserts: list[tuple[str, int, bytes, bytes]] = []
+        inserts: list[tuple[str, int, bytes]] = []
         for key, docs in changes.items():
             by_chunk: dict[int, dict[int, int]] = {}
             for doc, tf in docs.items():
@@ -338,21 +342,21 @@ class DiskIndex:
                 if fresh is not None and chunk >= fresh:
                     kept = sorted((d, tf) for d, tf in part.items() if tf)
                     if kept:
-                        inserts.append((key, chunk, *row_of(kept)))
+                        inserts.append((key, chunk, index_rows.encode(chunk * CHUNK, kept)))
                     continue
-                row = self._db.execute("SELECT docs, tfs FROM postings WHERE term = ? AND chunk = ?",
+                row = self._db.execute("SELECT data FROM postings WHERE term = ? AND chunk = ?",
                                        (key, chunk)).fetchone()
-                changed = merged(row, part)
+                changed = index_rows.merged(chunk * CHUNK, row[0] if row else None, part)
                 if changed is None:
                     continue
-                if changed[0]:
-                    self._db.execute("INSERT OR REPLACE INTO postings (term, chunk, docs, tfs) VALUES (?, ?, ?, ?)",
-                                     (key, chunk, *changed))
+                if changed:
+                    self._db.execute("INSERT OR REPLACE INTO postings (term, chunk, data) VALUES (?, ?, ?)",
+                                     (key, chunk, changed))
                 elif row is not None:
                     self._db.execute("DELETE FROM postings WHERE term = ? AND chunk = ?", (key, chunk))
         if inserts:
             inserts.sort()  # in key order: each B-tree page is written once, not once per row
-            self._db.executemany("INSERT INTO postings (term, chunk, docs, tfs) VALUES (?, ?, ?, ?)", inserts)
+            self._db.executemany("INSERT INTO postings (term, chunk, data) VALUES (?, ?, ?)", inserts)
 
 
 def _keys(terms: str, file_id: str) -> Iterator[str]:

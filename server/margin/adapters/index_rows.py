@@ -1,28 +1,46 @@
-"""The rows of the on-disk retrieval index (adapters.index_db): arrays as little-endian bytes,
-and a postings row — a chunk's documents holding a term, with their term frequencies — merged
-with changes (documents added, changed, or dropped with a term frequency of 0)."""
+"""The rows of the on-disk retrieval index (adapters.index_db), compact because a workspace has
+a row per (term, chunk) and most terms are held by one file.
+
+A postings row is one blob: a byte giving the width of its term frequencies (2, or 4 when one
+is 65,536 or more), the documents as 2-byte offsets from the chunk's first document (a chunk
+is index_db.CHUNK ≤ 65,536 documents), then the term frequencies; little-endian. A row is
+merged with changes (documents added, changed, or dropped with a term frequency of 0) in
+Python while short, in numpy when long.
+
+A file's indexed form (core.retrieval.filedata.FileData: its sorted terms, the lines holding
+each) is one zlib-compressed blob: the terms' length, the terms, then the counts and the line
+numbers in the FileData's own item size.
+"""
 
 from __future__ import annotations
 
+import struct
 import sys
+import zlib
 from array import array
 from collections.abc import Sequence
 
 import numpy as np
 
+from margin.core.retrieval import filedata
 from margin.core.retrieval.dense import Posting
+from margin.core.retrieval.filedata import FileData
 
 _LITTLE = sys.byteorder == "little"
+_WIDE = 1 << 16
+_SMALL = 64
+"""rows of at most this many documents are merged in Python, longer ones in numpy"""
+ZLIB_LEVEL = 6
 
 
-def to_bytes(values: array[int]) -> bytes:
+def _bytes(values: array[int]) -> bytes:
     if not _LITTLE:
         values = array(values.typecode, values)
         values.byteswap()
     return values.tobytes()
 
 
-def from_bytes(code: str, data: bytes) -> array[int]:
+def _array(code: str, data: bytes | memoryview) -> array[int]:
     values = array(code)
     values.frombytes(data)
     if not _LITTLE:
@@ -30,32 +48,76 @@ def from_bytes(code: str, data: bytes) -> array[int]:
     return values
 
 
-def row_of(pairs: Sequence[tuple[int, int]]) -> tuple[bytes, bytes]:
-    return to_bytes(array("I", [d for d, _ in pairs])), to_bytes(array("I", [tf for _, tf in pairs]))
+def size(row: bytes) -> int:
+    """How many documents a postings row holds."""
+    return (len(row) - 1) // (2 + row[0])
 
 
-_SMALL = 64
-"""rows of at most this many documents are merged in Python, longer ones in numpy"""
+def encode(chunk_start: int, pairs: Sequence[tuple[int, int]]) -> bytes:
+    """A row of (document, term frequency) pairs, sorted by document."""
+    width = 4 if any(tf >= _WIDE for _, tf in pairs) else 2
+    return bytes((width,)) + _bytes(array("H", [d - chunk_start for d, _ in pairs])) + \
+        _bytes(array("I" if width == 4 else "H", [tf for _, tf in pairs]))
 
 
-def merged(row: tuple[bytes, bytes] | None, part: dict[int, int]) -> tuple[bytes, bytes] | None:
-    """A row's (docs, tfs) with `part` applied (tf 0: dropped); None when nothing changes."""
-    if row is None:
-        kept = sorted((d, tf) for d, tf in part.items() if tf)
-        return row_of(kept) if kept else None
-    if len(row[0]) // 4 <= _SMALL:
-        current = dict(zip(from_bytes("I", row[0]), from_bytes("I", row[1]), strict=True))
-        before = len(current), dict(current)
-        current.update(part)
-        pairs = sorted((d, tf) for d, tf in current.items() if tf)
-        if len(pairs) == before[0] and dict(pairs) == before[1]:
+def encode_arrays(chunk_start: int, docs: np.ndarray, tfs: np.ndarray) -> bytes:
+    """`encode` of documents and term frequencies given as arrays, sorted by document."""
+    width = 4 if len(tfs) and int(tfs.max()) >= _WIDE else 2
+    return bytes((width,)) + (docs - chunk_start).astype("<u2").tobytes() + \
+        tfs.astype("<u4" if width == 4 else "<u2").tobytes()
+
+
+def decode(chunk_start: int, row: bytes) -> Posting:
+    n, width = size(row), row[0]
+    offsets = np.frombuffer(row, dtype="<u2", count=n, offset=1)
+    tfs = np.frombuffer(row, dtype="<u4" if width == 4 else "<u2", count=n, offset=1 + 2 * n)
+    return Posting(offsets.astype(np.int64) + chunk_start, tfs)
+
+
+def _pairs(chunk_start: int, row: bytes) -> dict[int, int]:
+    n, view = size(row), memoryview(row)
+    offsets = _array("H", view[1:1 + 2 * n])
+    tfs = _array("I" if row[0] == 4 else "H", view[1 + 2 * n:])
+    return {chunk_start + offset: tf for offset, tf in zip(offsets, tfs, strict=True)}
+
+
+def merged(chunk_start: int, row: bytes | None, part: dict[int, int]) -> bytes | None:
+    """A row with `part` applied (tf 0: dropped): b"" when no document is left, None when
+    nothing changes."""
+    if row is None or size(row) <= _SMALL:
+        current = _pairs(chunk_start, row) if row is not None else {}
+        pairs = sorted((d, tf) for d, tf in {**current, **part}.items() if tf)
+        if row is not None and len(pairs) == len(current) and dict(pairs) == current:
             return None
-        return row_of(pairs)
-    posting = Posting.of_rows([row])
-    changed = np.fromiter(part, dtype=np.int64, count=len(part))
-    keep = ~np.isin(posting.docs, changed)
+        return encode(chunk_start, pairs) if pairs else b""
+    posting = decode(chunk_start, row)
+    keep = ~np.isin(posting.docs, np.fromiter(part, dtype=np.int64, count=len(part)))
     added = sorted((d, tf) for d, tf in part.items() if tf)
-    docs = np.concatenate([posting.docs[keep].astype(np.int64), np.array([d for d, _ in added], dtype=np.int64)])
+    docs = np.concatenate([posting.docs[keep], np.array([d for d, _ in added], dtype=np.int64)])
     tfs = np.concatenate([posting.tfs[keep].astype(np.int64), np.array([tf for _, tf in added], dtype=np.int64)])
     order = np.argsort(docs, kind="stable")
-    return Posting(docs[order], tfs[order]).row()
+    return encode_arrays(chunk_start, docs[order], tfs[order]) if len(docs) else b""
+
+
+def pack_file(entry: FileData) -> bytes:
+    terms = entry.terms.encode()
+    return zlib.compress(struct.pack("<I", len(terms)) + terms + _bytes(entry.counts) + _bytes(entry.positions),
+                         ZLIB_LEVEL)
+
+
+def file_terms(packed: bytes) -> str:
+    """The terms of a packed file, space-separated (as FileData.terms)."""
+    data = zlib.decompress(packed)
+    (length,) = struct.unpack_from("<I", data)
+    return data[4:4 + length].decode()
+
+
+def unpack_file(packed: bytes, fingerprint: str, lines: int) -> FileData:
+    data = zlib.decompress(packed)
+    (length,) = struct.unpack_from("<I", data)
+    terms = data[4:4 + length].decode()
+    code = filedata.typecode(lines)
+    item = array(code).itemsize
+    count = terms.count(" ") + 1 if terms else 0
+    view = memoryview(data)[4 + length:]
+    return FileData(fingerprint, lines, terms, _array(code, view[:count * item]), _array(code, view[count * item:]))

@@ -130,6 +130,8 @@ def test_a_file_of_another_format_is_made_anew(tmp_path):
     index.close()
     again = DiskIndex(tmp_path / "index.db")
     assert len(again) == 0 and again.fingerprint("a.py") is None
+    again.put("b.py", "write_body()\n", "f2")
+    assert list(again.names_of(again.content_scores(["write"], 10)).values()) == ["b.py"]
     again.close()
 
 

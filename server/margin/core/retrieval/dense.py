@@ -11,7 +11,6 @@ float as the in-memory index's (tests/unit/adapters/test_index_db.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,17 +26,6 @@ class Posting:
 
     def __init__(self, docs: np.ndarray, tfs: np.ndarray) -> None:
         self.docs, self.tfs = docs, tfs
-
-    @classmethod
-    def of_rows(cls, rows: Sequence[tuple[bytes, bytes]]) -> Posting:
-        docs = [np.frombuffer(d, dtype="<u4") for d, _ in rows]
-        tfs = [np.frombuffer(t, dtype="<u4") for _, t in rows]
-        if len(rows) == 1:
-            return cls(docs[0], tfs[0])
-        return cls(np.concatenate(docs), np.concatenate(tfs))
-
-    def row(self) -> tuple[bytes, bytes]:
-        return self.docs.astype("<u4").tobytes(), self.tfs.astype("<u4").tobytes()
 
 
 def bm25(postings: dict[str, Posting], documents: int, total_length: int, lengths: np.ndarray,

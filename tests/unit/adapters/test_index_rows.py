@@ -1,0 +1,49 @@
+"""Postings rows and packed files of the on-disk index (adapters/index_rows.py): what is written
+reads back, and a row merged with changes holds exactly the documents a dict would, on both
+the short (Python) and the long (numpy) path, with term frequencies of any width."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from margin.adapters import index_rows
+from margin.core.retrieval import filedata
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_merged_row_holds_what_a_dict_would(seed):
+    rng = random.Random(seed)
+    start = rng.choice((0, 2048, 4096 * 7))
+    wide = seed % 5 == 0
+    before = {start + d: rng.randint(1, 70_000 if wide else 9) for d in rng.sample(range(2048), rng.randint(0, 300))}
+    row = index_rows.encode(start, sorted(before.items())) if before else None
+    part = {start + d: rng.choice((0, 0, rng.randint(1, 9))) for d in rng.sample(range(2048), rng.randint(1, 40))}
+    want = {d: tf for d, tf in {**before, **part}.items() if tf}
+    got = index_rows.merged(start, row, part)
+    if got is None:
+        assert want == before
+    elif got == b"":
+        assert want == {}
+    else:
+        posting = index_rows.decode(start, got)
+        assert dict(zip(posting.docs.tolist(), posting.tfs.tolist(), strict=True)) == want
+        assert posting.docs.tolist() == sorted(want) and index_rows.size(got) == len(want)
+
+
+def test_an_unchanged_row_is_not_written_again():
+    row = index_rows.encode(0, [(3, 2), (9, 1)])
+    assert index_rows.merged(0, row, {3: 2}) is None
+    assert index_rows.merged(0, row, {5: 0}) is None
+    assert index_rows.merged(0, None, {5: 0}) == b""
+
+
+@pytest.mark.parametrize("text", ["", "x\n", "def read_body(self):\n    return self.body\n" * 40, "a_b\n" * 70_000])
+def test_a_packed_file_reads_back(text):
+    entry = filedata.from_text(text, "sha256:f")
+    packed = index_rows.pack_file(entry)
+    back = index_rows.unpack_file(packed, "sha256:f", entry.lines)
+    assert (back.terms, back.counts, back.positions, back.lines) == (entry.terms, entry.counts, entry.positions,
+                                                                      entry.lines)
+    assert index_rows.file_terms(packed) == entry.terms
