@@ -33,6 +33,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
 
-FORMAT = 2
+FORMAT = 3
 """the layout's version, in `meta`: a file of another version is made anew"""
 CHUNK = 2048
 """documents a postings row covers (at most 65,536: a row holds them as 2-byte offsets)"""
@@ -73,7 +74,7 @@ CREATE TABLE IF NOT EXISTS postings (
     term TEXT NOT NULL,
     chunk INTEGER NOT NULL,
     data BLOB NOT NULL,
-    PRIMARY KEY (term, chunk)
+    PRIMARY KEY (chunk, term)
 ) WITHOUT ROWID;
 """
 
@@ -217,7 +218,7 @@ class DiskIndex:
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
         found = {}
         for key in dict.fromkeys(keys):
-            rows = self._db.execute("SELECT chunk, data FROM postings WHERE term = ? ORDER BY chunk", (key,)).fetchall()
+            rows = self._db.execute(self._by_term("chunk, data"), (key,)).fetchall()
             if rows:
                 parts = [index_rows.decode(chunk * CHUNK, data) for chunk, data in rows]
                 found[key] = parts[0] if len(parts) == 1 else Posting(
@@ -239,7 +240,8 @@ class DiskIndex:
 
     def df(self, term: str) -> int:
         with self._lock:
-            rows = self._db.execute("SELECT data FROM postings WHERE term = ?", (term,)).fetchall()
+            self._current()
+            rows = self._db.execute(self._by_term("data"), (term,)).fetchall()
         return sum(index_rows.size(r[0]) for r in rows)
 
     def idf(self, term: str) -> float:
@@ -279,7 +281,7 @@ class DiskIndex:
             if row is None:
                 return False
             doc = row[0]
-            self._apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)}, fresh=None)
+            self._apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)})
             self._db.execute("DELETE FROM files WHERE doc = ?", (doc,))
             self._set_length(doc, 0, 0)
             self._count -= 1
@@ -295,7 +297,7 @@ class DiskIndex:
             changes: dict[str, dict[int, int]] = {}
             """postings key → {doc: its new tf, 0 to drop it}"""
             start = self._next_doc()
-            fresh = -(-start // CHUNK)  # the first chunk no document was in
+            fresh, rows = -(-start // CHUNK), index_rows.FreshRows(CHUNK)  # the first chunk no document was in
             for file_id, entry, stamp in entries:
                 row = self._db.execute("SELECT doc, data, fingerprint, lines FROM files WHERE file_id = ?",
                                        (file_id,)).fetchone()
@@ -313,50 +315,49 @@ class DiskIndex:
                 else:
                     doc, start = start, start + 1
                     self._count += 1
-                    for term, tf in new.items():
-                        changes.setdefault(term, {})[doc] = tf
-                    for term, tf in paths.items():
-                        changes.setdefault(PATH + term, {})[doc] = tf
+                    counted = chain(new.items(), ((PATH + term, tf) for term, tf in paths.items()))
+                    if doc // CHUNK >= fresh:
+                        rows.add(doc, counted)
+                    else:
+                        for key, tf in counted:
+                            changes.setdefault(key, {})[doc] = tf
                 self._db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
                     "lines, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines,
                      index_rows.pack_file(entry)))
                 self._set_length(doc, length, path_length)
-            self._apply(changes, fresh)
+            self._apply(changes)
+            # in key order, past every row there was: the B-tree grows at its end
+            self._db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?)", rows.rows())
             self._seen = self._db.execute("PRAGMA data_version").fetchone()[0]
 
     def _next_doc(self) -> int:
         row = self._db.execute("SELECT max(doc) FROM files").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
-    def _apply(self, changes: dict[str, dict[int, int]], fresh: int | None) -> None:
+    def _apply(self, changes: dict[str, dict[int, int]]) -> None:
         """Each key's postings changed, a row per chunk: documents added, changed or (tf 0)
-        dropped. Rows of chunks from `fresh` on are known not to exist yet."""
-        inserts: list[tuple[str, int, bytes]] = []
+        dropped."""
         for key, docs in changes.items():
             by_chunk: dict[int, dict[int, int]] = {}
             for doc, tf in docs.items():
                 by_chunk.setdefault(doc // CHUNK, {})[doc] = tf
             for chunk, part in by_chunk.items():
-                if fresh is not None and chunk >= fresh:
-                    kept = sorted((d, tf) for d, tf in part.items() if tf)
-                    if kept:
-                        inserts.append((key, chunk, index_rows.encode(chunk * CHUNK, kept)))
-                    continue
-                row = self._db.execute("SELECT data FROM postings WHERE term = ? AND chunk = ?",
-                                       (key, chunk)).fetchone()
+                row = self._db.execute("SELECT data FROM postings WHERE chunk = ? AND term = ?", (chunk, key)).fetchone()
                 changed = index_rows.merged(chunk * CHUNK, row[0] if row else None, part)
-                if changed is None:
-                    continue
                 if changed:
-                    self._db.execute("INSERT OR REPLACE INTO postings (term, chunk, data) VALUES (?, ?, ?)",
-                                     (key, chunk, changed))
-                elif row is not None:
-                    self._db.execute("DELETE FROM postings WHERE term = ? AND chunk = ?", (key, chunk))
-        if inserts:
-            inserts.sort()  # in key order: each B-tree page is written once, not once per row
-            self._db.executemany("INSERT INTO postings (term, chunk, data) VALUES (?, ?, ?)", inserts)
+                    self._db.execute("INSERT OR REPLACE INTO postings (chunk, term, data) VALUES (?, ?, ?)",
+                                     (chunk, key, changed))
+                elif changed is not None and row is not None:
+                    self._db.execute("DELETE FROM postings WHERE chunk = ? AND term = ?", (chunk, key))
+
+    def _by_term(self, columns: str) -> str:
+        """A select of a key's rows, chunk by chunk: the rows are keyed by chunk first (a build
+        appends), so each chunk is one look-up."""
+        chunks = -(-len(self._lengths) // CHUNK)
+        return f"SELECT {columns} FROM postings WHERE chunk IN ({','.join(map(str, range(chunks)))}) AND term = ? " \
+               "ORDER BY chunk"
 
 
 def _keys(terms: str, file_id: str) -> Iterator[str]:

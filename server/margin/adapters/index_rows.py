@@ -18,7 +18,8 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ _LITTLE = sys.byteorder == "little"
 _WIDE = 1 << 16
 _SMALL = 64
 """rows of at most this many documents are merged in Python, longer ones in numpy"""
-ZLIB_LEVEL = 6
+ZLIB_LEVEL = 3
 
 
 def _bytes(values: array[int]) -> bytes:
@@ -46,6 +47,41 @@ def _array(code: str, data: bytes | memoryview) -> array[int]:
     if not _LITTLE:
         values.byteswap()
     return values
+
+
+_OFFSETS = [offset.to_bytes(2, "little") for offset in range(1 << 16)]
+_SHORT = [tf.to_bytes(2, "little") for tf in range(1024)]
+
+
+class FreshRows:
+    """The postings rows of chunks no document was in before (a build's), made as their
+    documents are added in rising order: bytes appended, no row read or merged."""
+
+    def __init__(self, chunk: int) -> None:
+        self._chunk = chunk
+        self._rows: dict[int, dict[str, list[Any]]] = {}
+        """chunk → key → [offsets, term frequencies, their width]"""
+
+    def add(self, doc: int, counts: Iterable[tuple[str, int]]) -> None:
+        chunk = doc // self._chunk
+        rows = self._rows.setdefault(chunk, {})
+        offset = _OFFSETS[doc - chunk * self._chunk]
+        for key, tf in counts:
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = [bytearray(), bytearray(), 2]
+            row[0] += offset
+            if tf < 1024 and row[2] == 2:
+                row[1] += _SHORT[tf]
+            else:
+                if tf >= _WIDE and row[2] == 2:
+                    row[1], row[2] = bytearray(np.frombuffer(row[1], "<u2").astype("<u4").tobytes()), 4
+                row[1] += tf.to_bytes(row[2], "little")
+
+    def rows(self) -> list[tuple[int, str, bytes]]:
+        """(chunk, key, row), in key order."""
+        return [(chunk, key, bytes((row[2],)) + row[0] + row[1])
+                for chunk, rows in sorted(self._rows.items()) for key, row in sorted(rows.items())]
 
 
 def size(row: bytes) -> int:

@@ -47,3 +47,22 @@ def test_a_packed_file_reads_back(text):
     assert (back.terms, back.counts, back.positions, back.lines) == (entry.terms, entry.counts, entry.positions,
                                                                       entry.lines)
     assert index_rows.file_terms(packed) == entry.terms
+
+
+def test_fresh_rows_are_the_rows_encode_makes():
+    """A build's rows, made by appending, read back as `encode`'s of the same pairs, a term
+    frequency of 65,536 or more widening its row."""
+    rng = random.Random(7)
+    fresh, want = index_rows.FreshRows(64), {}
+    for doc in range(0, 300, 3):
+        counts = {key: rng.choice((1, 2, 1500, 70_000)) if key == "w" else rng.randint(1, 5)
+                  for key in rng.sample(["a", "b", "w", "/p"], rng.randint(1, 4))}
+        fresh.add(doc, counts.items())
+        for key, tf in counts.items():
+            want.setdefault((doc // 64, key), []).append((doc, tf))
+    rows = fresh.rows()
+    assert [(chunk, key) for chunk, key, _ in rows] == sorted(want)
+    for chunk, key, row in rows:
+        posting = index_rows.decode(chunk * 64, row)
+        assert list(zip(posting.docs.tolist(), posting.tfs.tolist(), strict=True)) == want[chunk, key]
+    assert any(row[0] == 4 for _, key, row in rows if key == "w")
