@@ -27,7 +27,14 @@ common words (the slow case: long posting lists). The httpx figures use its `.py
 newest commit of /work/shared/data/httpx.bundle (cloned to a temporary directory) with its real
 `git log`, querying with its last 50 commit subjects.
 
-    .venv/bin/python benchmarks/bench_retrieval.py [--files 10000] [--bundle PATH]
+    .venv/bin/python benchmarks/bench_retrieval.py [--files 10000] [--bundle PATH] [--disk]
+
+`--disk` measures the index on disk (adapters/index_db.py, #26: not yet the one the server
+uses) beside the one in memory, on the generated workspace: its build (files written in
+chunk-sized batches, as a rebuild writes them), its file's size, a query's median and worst
+time with the same signals, the same update, the process's growth while it answers, and how
+often its hits are the in-memory index's (the same on any workspace of at most CANDIDATE_POOL
+files; past that the in-memory index also ranks documents its MaxScore pruning scored in part).
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from margin.core.retrieval import GIT_LOG_ARGS, Commit, History, RetrievalIndex, Signals, parse_git_log
+from margin.core.retrieval.ranking import CANDIDATE_POOL
 from timing import finish, interleaved, verdict
 
 QUERY_MS, UPDATE_MS, RELOAD_RATIO, INDEX_MB, STORE_MB = 20.0, 50.0, 0.25, 350.0, 40.0
@@ -133,7 +141,7 @@ def median_ms(runs: list[float]) -> float:
 
 
 def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: list[str],
-            changed: str, edits: int = 15) -> None:
+            changed: str, edits: int = 15) -> tuple[RetrievalIndex, Signals]:
     print(f"\n{label}: {len(texts):,} files, {sum(t.count(chr(10)) for t in texts.values()):,} lines")
     gc.collect()
     rss_before = rss_mb()
@@ -217,6 +225,55 @@ def measure(label: str, texts: dict[str, str], commits: list[Commit], queries: l
           f"{times['build']:.2f} s to build (side by side, median of 2) = {ratio:.2f}x, target <= "
           f"{RELOAD_RATIO}x: {verdict(ratio, RELOAD_RATIO, what=f'{label}: reload against build')}; same rankings as the built index: {same}")
     print(f"  process memory after: {peak_rss_mb():.0f} MB peak RSS")
+    return index, signals
+
+
+def measure_disk(texts: dict[str, str], queries: list[str], changed: str, memory: RetrievalIndex,
+                 signals: Signals) -> None:
+    """The index on disk beside the one in memory (`--disk`)."""
+    from margin.adapters.index_db import CHUNK, DiskIndex
+    from margin.core.retrieval import filedata
+
+    with tempfile.TemporaryDirectory(prefix="margin-bench-disk-") as tmp:
+        path = Path(tmp) / "index.db"
+        index, batch, started = DiskIndex(path), [], time.perf_counter()
+        for file_id, text in texts.items():
+            batch.append((file_id, filedata.from_text(text, str(hash(text))), None))
+            if len(batch) == CHUNK:
+                index.write(batch)
+                batch = []
+        index.write(batch)
+        build = time.perf_counter() - started
+        index.close()
+        stored = sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e6
+        print(f"  on disk: build {build:.1f} s of one core, {stored:.0f} MB on disk")
+        gc.collect()
+        before = rss_mb()
+        index = DiskIndex(path)
+        times, same = [], 0
+        for query in queries:
+            started = time.perf_counter()
+            hits = index.search(query, limit=8, signals=signals, exclude=signals.active)
+            times.append(time.perf_counter() - started)
+            same += hits == memory.search(query, limit=8, signals=signals, exclude=signals.active)
+        gc.collect()
+        q = median_ms(times[1:])
+        print(f"  on disk: query, search() with signals, median of {len(queries) - 1} after the first: {q:.2f} ms "
+              f"(max {max(times[1:]) * 1000:.1f} ms; the first, reading every file's length, "
+              f"{times[0] * 1000:.1f} ms), target <= {QUERY_MS:.0f} ms: {verdict(q, QUERY_MS, kind='time', what='disk: query')}; "
+              f"the same hits as the memory index on {same} of {len(queries)} (it also ranks the documents its pruning "
+              f"scored in part outside the best {CANDIDATE_POOL}; this one, only the best); the process grew "
+              f"{rss_mb() - before:.0f} MB")
+        lines, update = texts[changed].split("\n"), []
+        for n in range(15):
+            lines[n * 7 % len(lines)] += f"  # edit {n}"
+            started = time.perf_counter()
+            index.put(changed, "\n".join(lines), f"edit-{n}")
+            update.append(time.perf_counter() - started)
+        u = median_ms(update)
+        print(f"  on disk: update one changed file ({len(lines):,} lines), median of 15: {u:.2f} ms, target <= "
+              f"{UPDATE_MS:.0f} ms: {verdict(u, UPDATE_MS, kind='time', what='disk: update')}")
+        index.close()
 
 
 def rss_mb() -> float:
@@ -270,13 +327,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--bundle", default="/work/shared/data/httpx.bundle")
+    parser.add_argument("--disk", action="store_true", help="the index on disk beside the one in memory")
     args = parser.parse_args()
     started = time.perf_counter()
     workspace = Workspace(args.files)
     print(f"generated {len(workspace.texts):,} files in {time.perf_counter() - started:.1f} s")
     big = min((p for p, t in workspace.texts.items() if t.count("\n") >= 1000),
               key=lambda p: workspace.texts[p].count("\n"))
-    measure("Generated workspace", workspace.texts, workspace.commits, workspace.queries(50), big)
+    index, signals = measure("Generated workspace", workspace.texts, workspace.commits, workspace.queries(50), big)
+    if args.disk:
+        measure_disk(workspace.texts, workspace.queries(50), big, index, signals)
+    del index
     with tempfile.TemporaryDirectory(prefix="margin-bench-") as tmp:
         texts, commits, queries = httpx_tree(args.bundle, tmp)
         measure("httpx (newest commit, .py files)", texts, commits, queries,
