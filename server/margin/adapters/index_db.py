@@ -46,12 +46,14 @@ from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
 
-FORMAT = 3
+FORMAT = 4
 """the layout's version, in `meta`: a file of another version is made anew"""
 CHUNK = 2048
 """documents a postings row covers (at most 65,536: a row holds them as 2-byte offsets)"""
 PATH = "/"
 """what path terms are prefixed with in `postings` (terms never hold a '/')"""
+NAMES_KEPT = 50_000
+"""file ids kept by document number (and back) between queries, at most"""
 CACHE_KB = 16 * 1024
 """SQLite's page cache for the index (its default is 2 MB): a build's chunk of postings rows
 written in key order touches each page once while it is cached"""
@@ -67,7 +69,10 @@ CREATE TABLE IF NOT EXISTS files (
     fingerprint TEXT NOT NULL,
     length INTEGER NOT NULL,
     path_length INTEGER NOT NULL,
-    lines INTEGER NOT NULL,
+    lines INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS forms (
+    doc INTEGER PRIMARY KEY,
     data BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS postings (
@@ -100,6 +105,11 @@ class DiskIndex:
         self._lengths = np.zeros(0)
         self._path_lengths = np.zeros(0)
         self._count = self._total = self._path_total = 0
+        self._dfs: dict[str, int] = {}
+        self._names: dict[int, str] = {}
+        self._docs: dict[str, int] = {}
+        """file ids by document number and back, as looked up lately (dropped by a write)"""
+        """the document frequencies of the terms `content_scores` read last (dropped by a write)"""
 
     def _prepare(self) -> None:
         """The tables, made anew when the file holds another version's (or none)."""
@@ -109,6 +119,7 @@ class DiskIndex:
             if row is None or row[0] != FORMAT:
                 self._db.execute("DROP TABLE IF EXISTS files")
                 self._db.execute("DROP TABLE IF EXISTS postings")
+                self._db.execute("DROP TABLE IF EXISTS forms")
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -143,6 +154,7 @@ class DiskIndex:
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._seen:
             return
+        self._forget()
         rows = self._db.execute("SELECT doc, length, path_length FROM files").fetchall()
         size = 1 + max((r[0] for r in rows), default=-1)
         self._lengths, self._path_lengths = np.zeros(size), np.zeros(size)
@@ -155,7 +167,12 @@ class DiskIndex:
         self._path_total = int(self._path_lengths.sum())
         self._seen = version
 
+    def _forget(self) -> None:
+        """Drop what was kept of earlier reads: the file changed."""
+        self._dfs, self._names, self._docs = {}, {}, {}
+
     def _set_length(self, doc: int, length: int, path_length: int) -> None:
+        self._forget()
         if doc >= len(self._lengths):
             grow = max(doc + 1, 2 * len(self._lengths))
             self._lengths = np.concatenate([self._lengths, np.zeros(grow - len(self._lengths))])
@@ -190,7 +207,8 @@ class DiskIndex:
 
     def file_data(self, file_id: str) -> FileData | None:
         with self._lock:
-            row = self._db.execute("SELECT doc, fingerprint, lines, data FROM files WHERE file_id = ?",
+            row = self._db.execute("SELECT files.doc, fingerprint, lines, data FROM files JOIN forms USING (doc) "
+                                   "WHERE file_id = ?",
                                    (file_id,)).fetchone()
         if row is None:
             return None
@@ -200,19 +218,25 @@ class DiskIndex:
 
     def docs_of(self, file_ids: Iterable[str]) -> dict[str, int]:
         """The document numbers of the files indexed among `file_ids`."""
-        return self._pairs("SELECT file_id, doc FROM files WHERE file_id IN ", file_ids)
+        return self._pairs("SELECT file_id, doc FROM files WHERE file_id IN ", file_ids, self._docs)
 
     def names_of(self, docs: Iterable[int]) -> dict[int, str]:
         """The file ids of the documents among `docs`."""
-        return self._pairs("SELECT doc, file_id FROM files WHERE doc IN ", docs)
+        return self._pairs("SELECT doc, file_id FROM files WHERE doc IN ", docs, self._names)
 
-    def _pairs(self, select: str, keys: Iterable[Any]) -> dict[Any, Any]:
-        wanted = list(dict.fromkeys(keys))
-        found: dict[Any, Any] = {}
+    def _pairs(self, select: str, keys: Iterable[Any], kept: dict[Any, Any]) -> dict[Any, Any]:
+        """`select`'s pairs for `keys`, those looked up lately from `kept` (a query asks for the
+        names of the same best documents as the last: the files a common term ranks first)."""
         with self._lock:
+            self._current()
+            found = {key: kept[key] for key in keys if key in kept}
+            wanted = [key for key in dict.fromkeys(keys) if key not in found]
             for start in range(0, len(wanted), 500):  # under SQLite's limit of variables a statement
                 part = wanted[start:start + 500]
                 found.update(self._db.execute(f"{select}({','.join('?' * len(part))})", part).fetchall())
+            if len(kept) > NAMES_KEPT:
+                kept.clear()
+            kept.update(found)
         return found
 
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
@@ -229,7 +253,9 @@ class DiskIndex:
         """The best `pool` documents by the code's BM25, as `Postings.score` scores them."""
         with self._lock:
             self._current()
-            return bm25(self._postings(terms), self._count, self._total, self._lengths, CONTENT_B, pool)
+            postings = self._postings(terms)
+            self._dfs = {term: len(postings[term].docs) if term in postings else 0 for term in terms}
+            return bm25(postings, self._count, self._total, self._lengths, CONTENT_B, pool)
 
     def path_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
         """The best `pool` documents by the path's BM25, as `bm25.Field.score` scores them."""
@@ -245,10 +271,11 @@ class DiskIndex:
         return sum(index_rows.size(r[0]) for r in rows)
 
     def idf(self, term: str) -> float:
-        """The code field's idf of `term`, as `Postings.idf`."""
-        df = self.df(term)
+        """The code field's idf of `term`, as `Postings.idf` (the document frequency the last
+        `content_scores` read, when it read the term: a query asks both)."""
         with self._lock:
             self._current()
+            df = self._dfs[term] if term in self._dfs else self.df(term)
             n = self._count
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
 
@@ -277,12 +304,14 @@ class DiskIndex:
     def remove(self, file_id: str) -> bool:
         with self._transaction():
             self._current()
-            row = self._db.execute("SELECT doc, data FROM files WHERE file_id = ?", (file_id,)).fetchone()
+            row = self._db.execute("SELECT files.doc, data FROM files JOIN forms USING (doc) WHERE file_id = ?",
+                                   (file_id,)).fetchone()
             if row is None:
                 return False
             doc = row[0]
             self._apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)})
             self._db.execute("DELETE FROM files WHERE doc = ?", (doc,))
+            self._db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
             self._set_length(doc, 0, 0)
             self._count -= 1
             self._seen = self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -299,7 +328,8 @@ class DiskIndex:
             start = self._next_doc()
             fresh, rows = -(-start // CHUNK), index_rows.FreshRows(CHUNK)  # the first chunk no document was in
             for file_id, entry, stamp in entries:
-                row = self._db.execute("SELECT doc, data, fingerprint, lines FROM files WHERE file_id = ?",
+                row = self._db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
+                                       "WHERE file_id = ?",
                                        (file_id,)).fetchone()
                 paths = Counter(path_terms(file_id))
                 counts = entry.counts
@@ -323,9 +353,10 @@ class DiskIndex:
                             changes.setdefault(key, {})[doc] = tf
                 self._db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
-                    "lines, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines,
-                     index_rows.pack_file(entry)))
+                    "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines))
+                self._db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
+                                 (doc, index_rows.pack_file(entry)))
                 self._set_length(doc, length, path_length)
             self._apply(changes)
             # in key order, past every row there was: the B-tree grows at its end
