@@ -28,6 +28,7 @@ same ten best files on all 50 queries.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sqlite3
 import threading
@@ -85,72 +86,72 @@ CREATE TABLE IF NOT EXISTS postings (
 
 class DiskIndex:
     """The index in one SQLite file: a core.index_store.WorkspaceIndex, ranked by
-    core.retrieval.ranking as the index in memory is. Thread-safe: one connection, taken in
-    turn."""
+    core.retrieval.ranking as the index in memory is. Thread-safe. Queries and writes have a
+    connection each (WAL: a query reads the last commit while a build's batch is written), each
+    taken in turn."""
 
     def __init__(self, path: Path, weights: Weights = DEFAULT_WEIGHTS) -> None:
         self.path = path
         self.weights = weights
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._lock = threading.RLock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute("PRAGMA busy_timeout = 5000")
-            self._db.execute(f"PRAGMA cache_size = -{CACHE_KB}")
+        self._writer, self._write_lock = self._connect(), threading.Lock()
+        with self._write_lock:
             self._prepare()
+        self._db, self._lock = self._connect(), threading.RLock()
         self._seen = -1
         """the data_version the lengths below were read at"""
         self._lengths = np.zeros(0)
         self._path_lengths = np.zeros(0)
         self._count = self._total = self._path_total = 0
         self._dfs: dict[str, int] = {}
+        """the document frequencies of the terms `content_scores` read last"""
         self._names: dict[int, str] = {}
         self._docs: dict[str, int] = {}
-        """file ids by document number and back, as looked up lately (dropped by a write)"""
-        """the document frequencies of the terms `content_scores` read last (dropped by a write)"""
+        """file ids by document number and back, as looked up lately"""
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA busy_timeout = 5000")
+        db.execute(f"PRAGMA cache_size = -{CACHE_KB}")
+        return db
 
     def _prepare(self) -> None:
         """The tables, made anew when the file holds another version's (or none)."""
         with self._transaction():
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            self._writer.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
+            row = self._writer.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             if row is None or row[0] != FORMAT:
-                self._db.execute("DROP TABLE IF EXISTS files")
-                self._db.execute("DROP TABLE IF EXISTS postings")
-                self._db.execute("DROP TABLE IF EXISTS forms")
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
+                for table in ("files", "forms", "postings"):
+                    self._writer.execute(f"DROP TABLE IF EXISTS {table}")
+                self._writer.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
             for statement in SCHEMA.split(";"):
                 if statement.strip():
-                    self._db.execute(statement)
+                    self._writer.execute(statement)
 
     def close(self) -> None:
+        with self._write_lock:
+            self._writer.close()
         with self._lock:
             self._db.close()
 
-    class _Transaction:
-        def __init__(self, index: DiskIndex) -> None:
-            self.index = index
-
-        def __enter__(self) -> None:
-            self.index._lock.acquire()
-            self.index._db.execute("BEGIN IMMEDIATE")
-
-        def __exit__(self, kind: object, *_: object) -> None:
-            try:
-                self.index._db.execute("COMMIT" if kind is None else "ROLLBACK")
-            finally:
-                self.index._lock.release()
-
-    def _transaction(self) -> DiskIndex._Transaction:
-        return DiskIndex._Transaction(self)
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The writer's connection in one write transaction (the caller holds `_write_lock`)."""
+        self._writer.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._writer
+        except BaseException:
+            self._writer.execute("ROLLBACK")
+            raise
+        self._writer.execute("COMMIT")
 
     # ---- the documents' lengths -----------------------------------------------------------
 
     def _current(self) -> None:
-        """The lengths as the file holds them (read again after any commit but this
-        connection's own, which keep them up to date themselves)."""
+        """The lengths as the file holds them: read again after any commit (the writer's
+        connection is another connection too)."""
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._seen:
             return
@@ -170,17 +171,6 @@ class DiskIndex:
     def _forget(self) -> None:
         """Drop what was kept of earlier reads: the file changed."""
         self._dfs, self._names, self._docs = {}, {}, {}
-
-    def _set_length(self, doc: int, length: int, path_length: int) -> None:
-        self._forget()
-        if doc >= len(self._lengths):
-            grow = max(doc + 1, 2 * len(self._lengths))
-            self._lengths = np.concatenate([self._lengths, np.zeros(grow - len(self._lengths))])
-            self._path_lengths = np.concatenate([self._path_lengths, np.zeros(grow - len(self._path_lengths))])
-        old, old_path = int(self._lengths[doc]), int(self._path_lengths[doc])
-        self._total += length - old
-        self._path_total += path_length - old_path
-        self._lengths[doc], self._path_lengths[doc] = length, path_length
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -291,44 +281,39 @@ class DiskIndex:
     def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp | None = None) -> bool:
         """Index `text` as the file's; False (only the stamp kept) when the fingerprint is the
         one indexed."""
-        with self._lock:
-            row = self._db.execute("SELECT doc, fingerprint FROM files WHERE file_id = ?", (file_id,)).fetchone()
-        if row is not None and row[1] == fingerprint:
-            with self._transaction():
-                self._db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE doc = ?",
-                                 (*(stamp or (None, None)), row[0]))
-            return False
+        with self._write_lock:
+            row = self._writer.execute("SELECT doc, fingerprint FROM files WHERE file_id = ?", (file_id,)).fetchone()
+            if row is not None and row[1] == fingerprint:
+                with self._transaction() as db:
+                    db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE doc = ?",
+                               (*(stamp or (None, None)), row[0]))
+                return False
         self.write([(file_id, filedata.from_text(text, fingerprint), stamp)])
         return True
 
     def remove(self, file_id: str) -> bool:
-        with self._transaction():
-            self._current()
-            row = self._db.execute("SELECT files.doc, data FROM files JOIN forms USING (doc) WHERE file_id = ?",
+        with self._write_lock, self._transaction() as db:
+            row = db.execute("SELECT files.doc, data FROM files JOIN forms USING (doc) WHERE file_id = ?",
                                    (file_id,)).fetchone()
             if row is None:
                 return False
             doc = row[0]
             self._apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)})
-            self._db.execute("DELETE FROM files WHERE doc = ?", (doc,))
-            self._db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
-            self._set_length(doc, 0, 0)
-            self._count -= 1
-            self._seen = self._db.execute("PRAGMA data_version").fetchone()[0]
+            db.execute("DELETE FROM files WHERE doc = ?", (doc,))
+            db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
         return True
 
     def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]]) -> None:
         """Files indexed anew (each replacing its earlier form), in one transaction. A build
         writes a chunk's files at once: the rows of a chunk past every document there was are
         new, and are inserted without being looked for."""
-        with self._transaction():
-            self._current()
+        with self._write_lock, self._transaction() as db:
             changes: dict[str, dict[int, int]] = {}
             """postings key → {doc: its new tf, 0 to drop it}"""
             start = self._next_doc()
             fresh, rows = -(-start // CHUNK), index_rows.FreshRows(CHUNK)  # the first chunk no document was in
             for file_id, entry, stamp in entries:
-                row = self._db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
+                row = db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
                                        "WHERE file_id = ?",
                                        (file_id,)).fetchone()
                 paths = Counter(path_terms(file_id))
@@ -344,27 +329,24 @@ class DiskIndex:
                             changes.setdefault(term, {})[doc] = tf
                 else:
                     doc, start = start, start + 1
-                    self._count += 1
                     counted = chain(new.items(), ((PATH + term, tf) for term, tf in paths.items()))
                     if doc // CHUNK >= fresh:
                         rows.add(doc, counted)
                     else:
                         for key, tf in counted:
                             changes.setdefault(key, {})[doc] = tf
-                self._db.execute(
+                db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
                     "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines))
-                self._db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
+                db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
                                  (doc, index_rows.pack_file(entry)))
-                self._set_length(doc, length, path_length)
             self._apply(changes)
             # in key order, past every row there was: the B-tree grows at its end
-            self._db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?)", rows.rows())
-            self._seen = self._db.execute("PRAGMA data_version").fetchone()[0]
+            db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?)", rows.rows())
 
     def _next_doc(self) -> int:
-        row = self._db.execute("SELECT max(doc) FROM files").fetchone()
+        row = self._writer.execute("SELECT max(doc) FROM files").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
     def _apply(self, changes: dict[str, dict[int, int]]) -> None:
@@ -375,13 +357,13 @@ class DiskIndex:
             for doc, tf in docs.items():
                 by_chunk.setdefault(doc // CHUNK, {})[doc] = tf
             for chunk, part in by_chunk.items():
-                row = self._db.execute("SELECT data FROM postings WHERE chunk = ? AND term = ?", (chunk, key)).fetchone()
+                row = self._writer.execute("SELECT data FROM postings WHERE chunk = ? AND term = ?", (chunk, key)).fetchone()
                 changed = index_rows.merged(chunk * CHUNK, row[0] if row else None, part)
                 if changed:
-                    self._db.execute("INSERT OR REPLACE INTO postings (chunk, term, data) VALUES (?, ?, ?)",
+                    self._writer.execute("INSERT OR REPLACE INTO postings (chunk, term, data) VALUES (?, ?, ?)",
                                      (chunk, key, changed))
                 elif changed is not None and row is not None:
-                    self._db.execute("DELETE FROM postings WHERE chunk = ? AND term = ?", (chunk, key))
+                    self._writer.execute("DELETE FROM postings WHERE chunk = ? AND term = ?", (chunk, key))
 
     def _by_term(self, columns: str) -> str:
         """A select of a key's rows, chunk by chunk: the rows are keyed by chunk first (a build

@@ -156,3 +156,20 @@ def test_searches_rank_as_the_index_in_memory_with_git_signals(disk, seed):
         assert disk.search(query, limit=8, signals=signals, exclude=signals.active) == \
             memory.search(query, limit=8, signals=signals, exclude=signals.active)
         assert disk.search(query, limit=8) == memory.search(query, limit=8)
+
+
+def test_a_query_reads_the_last_commit_while_a_batch_is_being_written(disk):
+    """A build's batch is one long transaction: queries meanwhile answer from what had landed
+    (their own connection), not wait for it, and see the batch once it commits."""
+    from margin.core.retrieval import filedata
+
+    disk.put("a.py", "def read_body():\n    pass\n", "a")
+    with disk._write_lock, disk._transaction():  # a batch half written
+        disk._apply({"stream": {5: 1}})
+        disk._writer.execute("INSERT INTO files (doc, file_id, fingerprint, length, path_length, lines) "
+                             "VALUES (5, 'b.py', 'b', 1, 1, 1)")
+        assert list(disk.names_of(disk.content_scores(["read"], 10)).values()) == ["a.py"]
+        assert disk.content_scores(["stream"], 10) == {} and len(disk) == 1
+    assert list(disk.names_of(disk.content_scores(["stream"], 10)).values()) == ["b.py"] and len(disk) == 2
+    disk.write([("c.py", filedata.from_text("stream()\n", "c"), None)])
+    assert sorted(disk.names_of(disk.content_scores(["stream"], 10)).values()) == ["b.py", "c.py"]
