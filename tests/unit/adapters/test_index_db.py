@@ -65,15 +65,15 @@ def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removal
         if step % 3 == 0:
             assert disk.remove(file_id) == memory.remove(file_id)
             files.pop(file_id)
-        else:
+        else:  # saved to disk, or only changed in the editor (this server's overlay)
             files[file_id] = body = text(rng)
-            disk.put(file_id, body, str(hash(body)))
+            disk.put(file_id, body, str(hash(body)), Stamp(len(body), step) if step % 2 else None)
             memory.put(file_id, body, str(hash(body)))
         same_scores(disk, memory, rng.choice(queries), pool=8)
     assert len(disk) == len(memory) == len(files)
     for file_id in files:
-        assert disk.fingerprint(file_id) == memory.fingerprint(file_id)
         kept = disk.file_data(file_id)
+        assert kept.fingerprint == memory.fingerprint(file_id)
         assert (kept.terms, kept.counts, kept.positions) == (memory._files[file_id].terms, memory._files[file_id].counts,
                                                              memory._files[file_id].positions)
         assert disk.idf(kept.term_list()[0]) == memory._content.idf(kept.term_list()[0]) if kept.terms else True
@@ -109,12 +109,12 @@ def test_another_connection_sees_each_commit(tmp_path):
     try:
         for n in range(5):
             body = f"def handle_request_{n}(timeout):\n    return retry(timeout)\n"
-            first.put(f"m{n}.py", body, str(n))
+            first.put(f"m{n}.py", body, str(n), Stamp(len(body), n))
             memory.put(f"m{n}.py", body, str(n))
         same_scores(second, memory, "handle request timeout", pool=10)
         second.remove("m0.py")
         memory.remove("m0.py")
-        second.put("m1.py", "nothing here\n", "changed")
+        second.put("m1.py", "nothing here\n", "changed", Stamp(13, 9))
         memory.put("m1.py", "nothing here\n", "changed")
         same_scores(first, memory, "handle request timeout", pool=10)
         assert len(first) == len(second) == 4
@@ -163,13 +163,43 @@ def test_a_query_reads_the_last_commit_while_a_batch_is_being_written(disk):
     (their own connection), not wait for it, and see the batch once it commits."""
     from margin.core.retrieval import filedata
 
-    disk.put("a.py", "def read_body():\n    pass\n", "a")
-    with disk._write_lock, disk._transaction():  # a batch half written
-        disk._apply({"stream": {5: 1}})
-        disk._writer.execute("INSERT INTO files (doc, file_id, fingerprint, length, path_length, lines) "
+    disk.put("a.py", "def read_body():\n    pass\n", "a", Stamp(1, 1))
+    with disk.writer.lock, disk.writer.transaction():  # a batch half written
+        disk.writer.apply({"stream": {5: 1}})
+        disk.writer.db.execute("INSERT INTO files (doc, file_id, fingerprint, length, path_length, lines) "
                              "VALUES (5, 'b.py', 'b', 1, 1, 1)")
         assert list(disk.names_of(disk.content_scores(["read"], 10)).values()) == ["a.py"]
         assert disk.content_scores(["stream"], 10) == {} and len(disk) == 1
     assert list(disk.names_of(disk.content_scores(["stream"], 10)).values()) == ["b.py"] and len(disk) == 2
     disk.write([("c.py", filedata.from_text("stream()\n", "c"), None)])
     assert sorted(disk.names_of(disk.content_scores(["stream"], 10)).values()) == ["b.py", "c.py"]
+
+
+def test_an_editors_unsaved_text_stays_with_its_server(tmp_path):
+    """Two servers share the file, which holds what is saved: a buffer's text is searched by
+    its own server only, until it is saved (then the disk has it) or set back to the disk's."""
+    first, second = DiskIndex(tmp_path / "index.db"), DiskIndex(tmp_path / "index.db")
+    saved = "def read_body():\n    pass\n"
+    try:
+        first.put("a.py", saved, "saved", Stamp(len(saved), 1))
+        first.put("b.py", "def other():\n    pass\n", "b", Stamp(20, 1))
+        assert first.put("a.py", "def stream_reply():\n    pass\n", "typed")  # unsaved
+        assert not first.put("a.py", "def stream_reply():\n    pass\n", "typed")
+        assert list(first.names_of(first.content_scores(["stream"], 10)).values()) == ["a.py"]
+        assert first.content_scores(["read"], 10) == {} and len(first) == 2
+        assert second.content_scores(["stream"], 10) == {}
+        assert list(second.names_of(second.content_scores(["read"], 10)).values()) == ["a.py"]
+        assert first.put("a.py", saved, "saved")  # undone in the editor: the disk's again
+        assert not first.overlay.files
+        assert list(first.names_of(first.content_scores(["read"], 10)).values()) == ["a.py"]
+        first.put("a.py", "def stream_reply():\n    pass\n", "typed")
+        first.put("a.py", "def stream_reply():\n    pass\n", "typed", Stamp(27, 2))  # saved
+        assert not first.overlay.files
+        assert list(second.names_of(second.content_scores(["stream"], 10)).values()) == ["a.py"]
+        first.put("new.py", "def brand_new():\n    pass\n", "n")  # a buffer not yet on disk
+        assert len(first) == 3 and len(second) == 2
+        assert [h.file_id for h in first.search("brand new", limit=1)] == ["new.py"]
+        assert first.remove("new.py") and len(first) == 2
+    finally:
+        first.close()
+        second.close()
