@@ -20,7 +20,10 @@ Tuning: `--tune` grid-searches a few general weights on the older 200 commits on
 the best; the figures are then reported on all 400 and on the newer 200 (the hold-out), with
 each tuned weight halved and doubled to show how sensitive the result is.
 
-    .venv/bin/python benchmarks/eval_retrieval.py [--bundle PATH] [--commits 400] [--tune]
+    .venv/bin/python benchmarks/eval_retrieval.py [--bundle PATH] [--commits 400] [--tune] [--disk]
+
+`--disk` ranks with the index on disk (adapters/index_db.py), written file by file as the
+commits are replayed, instead of the index in memory.
 """
 
 from __future__ import annotations
@@ -35,12 +38,15 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from margin.core.retrieval import DEFAULT_WEIGHTS, Commit, History, RetrievalIndex, Signals, Weights
+from margin.adapters.index_db import DiskIndex
+from margin.core.retrieval import DEFAULT_WEIGHTS, Commit, History, RetrievalIndex, Signals, Weights, ranking
 from margin.core.retrieval.bm25 import Field
+from margin.core.workspace_files import Stamp
 from timing import finish, verdict
 
 TARGETS = {"R@5": 0.72, "R@10": 0.85, "MRR": 0.67}
@@ -215,15 +221,19 @@ def candidate_weights(tune: bool) -> dict[str, Weights]:
     return configs
 
 
-def replay(repo: Path, n_commits: int, tune: bool) -> None:
+def replay(repo: Path, n_commits: int, tune: bool, disk: Path | None = None) -> None:
     started = time.perf_counter()
     replays, history, graph = read_log(repo)
     chosen = list(reversed(replays[:n_commits]))  # oldest first
     print(f"{len(replays)} replayable commits; replaying the newest {len(chosen)} "
           f"({chosen[0].sha[:8]}…{chosen[-1].sha[:8]})")
     blobs = Blobs(repo)
-    index = RetrievalIndex()
+    index: Any = RetrievalIndex() if disk is None else DiskIndex(disk)
     base = Baselines()
+
+    def rank_files(query: str, signals: Signals | None = None, exclude: tuple[str, ...] = ()) -> list[str]:
+        return [s.file_id for s in ranking.score_files(index, ranking.query_terms(query), 10, signals, exclude)]
+
     configs = candidate_weights(tune)
     solo = {name: Scores() for name in [*configs, "bm25", "jaccard", "no git"]}
     paired = {name: Scores() for name in [*configs, "bm25", "jaccard"]}
@@ -238,7 +248,7 @@ def replay(repo: Path, n_commits: int, tune: bool) -> None:
         for path, blob in new_tree.items():
             if tree.get(path) != blob:
                 text = blobs.text(blob)
-                index.put(path, text, blob)
+                index.put(path, text, blob, *((Stamp(len(text), number),) if disk else ()))
                 base.put(path, text)
                 puts += 1
         tree = new_tree
@@ -248,10 +258,9 @@ def replay(repo: Path, n_commits: int, tune: bool) -> None:
         assert all(g in tree for g in r.gold)
         for name, weights in configs.items():
             index.weights = weights
-            ranking = [f for f, _ in index.rank_files(query, limit=10, signals=Signals(hist))]
-            solo[name].add(ranking, r.gold)
+            solo[name].add(rank_files(query, Signals(hist)), r.gold)
         index.weights = configs["margin"]
-        solo["no git"].add([f for f, _ in index.rank_files(query, limit=10)], r.gold)
+        solo["no git"].add(rank_files(query), r.gold)
         solo["bm25"].add(base.rank_bm25(query), r.gold)
         solo["jaccard"].add(base.rank_jaccard(query), r.gold)
         if len(r.gold) >= 2:
@@ -260,9 +269,7 @@ def replay(repo: Path, n_commits: int, tune: bool) -> None:
             paired_age.append(number < len(chosen) // 2)
             for name, weights in configs.items():
                 index.weights = weights
-                ranking = [f for f, _ in index.rank_files(
-                    query, limit=10, signals=Signals(hist, active=(active,)), exclude=(active,))]
-                paired[name].add(ranking, rest)
+                paired[name].add(rank_files(query, Signals(hist, active=(active,)), (active,)), rest)
             paired["bm25"].add([p for p in base.rank_bm25(query) if p != active], rest)
             paired["jaccard"].add([p for p in base.rank_jaccard(query) if p != active], rest)
     elapsed = time.perf_counter() - started
@@ -319,14 +326,16 @@ def main() -> int:
     parser.add_argument("--repo", help="an existing clone to use instead of cloning the bundle")
     parser.add_argument("--commits", type=int, default=400)
     parser.add_argument("--tune", action="store_true")
+    parser.add_argument("--disk", action="store_true", help="rank with the index on disk (adapters/index_db.py)")
     args = parser.parse_args()
-    if args.repo:
-        replay(Path(args.repo), args.commits, args.tune)
-        return finish()
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as tmp:
+        disk = Path(tmp) / "index.db" if args.disk else None
+        if args.repo:
+            replay(Path(args.repo), args.commits, args.tune, disk)
+            return finish()
         subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", args.bundle, tmp + "/repo"],
                        check=True)
-        replay(Path(tmp) / "repo", args.commits, args.tune)
+        replay(Path(tmp) / "repo", args.commits, args.tune, disk)
     return finish()
 
 
