@@ -38,12 +38,11 @@ from margin.adapters.index_writer import CHUNK, PATH, IndexWriter, connect
 from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
 from margin.core.retrieval.dense import Posting, bm25
 from margin.core.retrieval.filedata import FileData
+from margin.core.retrieval.ranking import CONTENT_B, PATH_B
 from margin.core.workspace_files import Stamp
 
 NAMES_KEPT = 50_000
 """file ids kept by document number (and back) between queries, at most"""
-CONTENT_B, PATH_B = 0.75, 0.3
-"""BM25's b for the code and the path fields (core.retrieval.index's; k1 is dense.K1)"""
 
 class DiskIndex:
     """The index in one SQLite file: a core.index_store.WorkspaceIndex, ranked by

@@ -194,7 +194,6 @@ class SQLiteThreadStore:
             raise StoreUnavailable(explain(self.path, error)) from None
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        self._forget()
         async with self._transaction() as db:
             for sql, args in statements:
                 await db.execute(sql, args)

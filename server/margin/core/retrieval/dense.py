@@ -15,8 +15,7 @@ import math
 import numpy as np
 
 from margin.core.retrieval.bm25 import length_norm
-
-K1 = 1.2
+from margin.core.retrieval.ranking import _K1 as K1
 
 
 class Posting:

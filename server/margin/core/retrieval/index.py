@@ -20,7 +20,16 @@ from margin.core.retrieval.bm25 import Field
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.postings import Postings
 from margin.core.retrieval.rank import DEFAULT_WEIGHTS, FileScore, Hit, Weights
-from margin.core.retrieval.ranking import _K1, CANDIDATE_POOL, WINDOW_LINES, WINDOW_STRIDE, Names, query_terms
+from margin.core.retrieval.ranking import (
+    _K1,
+    CANDIDATE_POOL,
+    CONTENT_B,
+    PATH_B,
+    WINDOW_LINES,
+    WINDOW_STRIDE,
+    Names,
+    query_terms,
+)
 from margin.core.retrieval.signals import Signals
 from margin.core.retrieval.terms import path_terms
 
@@ -37,8 +46,8 @@ class RetrievalIndex:
         self._names: list[str] = []
         """File id by document number (`FileData.doc`); "" for a free number."""
         self._free: list[int] = []
-        self._content = Postings(k1=_K1, b=0.75)
-        self._paths: Field[int] = Field(k1=_K1, b=0.3)
+        self._content = Postings(k1=_K1, b=CONTENT_B)
+        self._paths: Field[int] = Field(k1=_K1, b=PATH_B)
         """Path terms, by document number too."""
 
     # ---- maintenance -------------------------------------------------------------------------

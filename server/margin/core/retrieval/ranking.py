@@ -30,6 +30,9 @@ CANDIDATE_POOL = 200
 code alone, a file can still be ranked through its path, history or co-change, with its code
 score possibly under-counted. A workspace this small is scored exactly."""
 _K1 = 1.2
+CONTENT_B, PATH_B = 0.75, 0.3
+"""BM25's k1 (`_K1`, windows too) and b for the code and the path fields, whichever index holds
+them (core.retrieval.index in memory, adapters.index_db on disk)"""
 
 
 class Names(Protocol):
