@@ -47,7 +47,7 @@ WARM_UP: tuple[str, ...] = (
     "margin.adapters.sqlite_store",
     "margin.adapters.local_files",
     "margin.adapters.git_cli",
-    "margin.adapters.index_file",
+    "margin.adapters.disk_index_store",
     "margin.core.prompts",
     "margin.core.threads",
     "margin.core.tokens.choice",

@@ -14,8 +14,8 @@ from margin.core.workspace_access import WorkspaceAccess
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
+    from margin.adapters.disk_index_store import DiskIndexStore
     from margin.adapters.git_cli import GitCommandHistory
-    from margin.adapters.index_file import GzipIndexStore
     from margin.adapters.llama_tokens import ServerCounter
     from margin.adapters.local_files import LocalFolderFiles
     from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from margin.core.tokens.choice import TokenizerChoice
 
 with deferred.imports():
-    from margin.adapters import git_cli, index_file, llama_tokens, local_files, openai_http, sqlite_store
+    from margin.adapters import disk_index_store, git_cli, llama_tokens, local_files, openai_http, sqlite_store
 
 
 def make_provider(base_url: str, timeout_s: float, api_key: str | None,
@@ -53,8 +53,10 @@ def make_git_history(root: Path) -> GitCommandHistory:
     return git_cli.GitCommandHistory(root)
 
 
-def make_index_store(folder: str, directory: Path) -> GzipIndexStore:
-    return index_file.GzipIndexStore(folder, directory)
+def make_index_store(folder: str, directory: Path) -> DiskIndexStore:
+    """A folder's retrieval index on disk, queried in place and shared by the folder's servers
+    (for any size of folder: at 2,000 files a query costs what the index in memory's does)."""
+    return disk_index_store.DiskIndexStore(folder, directory)
 
 
 async def find_local_servers(ports: Sequence[int]) -> list[FoundServer]:

@@ -5,6 +5,7 @@ rescan, snippets sent as data like files and never resent while unchanged and re
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -150,13 +151,43 @@ async def test_a_restart_reuses_the_stored_index(fake, tmp_path):
     root = workspace(tmp_path)
     async with margin_client(env=env(fake, tmp_path), root=root) as client:
         await ready(client, root)
-    stored = list((tmp_path / "db" / "index").glob("*.json.gz"))
+    stored = list((tmp_path / "db" / "index").glob("*.db"))
     assert len(stored) == 1
     (root / "billing/invoice.py").write_text(INVOICE + "\n\ndef invoice_penguin_discount():\n    return 0\n")
     async with margin_client(env=env(fake, tmp_path), root=root) as client:
         await ready(client, root)
         text = contents((await explain(client, root, "how is the invoice penguin discount computed?"))["messages"])
         assert "def invoice_penguin_discount():" in text  # changed while Margin was not running: read again
+
+
+async def test_two_servers_of_one_folder_share_its_index_on_disk(fake, tmp_path):
+    """Two editors on one folder: one index file, built by both at once without harm; a file
+    changed on disk and reported to one server is found by the other; an unsaved buffer stays
+    with its own server."""
+    root = workspace(tmp_path)
+    helpers = root / "util/helpers.py"
+    async with margin_client(env=env(fake, tmp_path), root=root) as one, \
+            margin_client(env=env(fake, tmp_path), root=root) as two:
+        await asyncio.gather(ready(one, root), ready(two, root))
+        for client in (one, two):
+            (status,) = (await request(client, "margin/status", {}))["indexes"]
+            assert status["ready"] and status["filesScanned"] == 5  # .gitignore, invoice, helpers, main, notes
+            text = contents((await explain(client, root, "How is the invoice total computed with tax?"))["messages"])
+            assert "def compute_invoice_total(lines, tax_rate):" in text
+
+        (root / "billing/refunds.py").write_text("def refund_walrus_fee(order):\n    return order.fee\n")
+        changed(one, root / "billing/refunds.py", types.FileChangeType.Created)
+        assert "def refund_walrus_fee(order):" in contents((await explain(one, root, "where is the walrus fee refunded?"))["messages"])
+        assert "def refund_walrus_fee(order):" in contents((await explain(two, root, "where is the walrus fee refunded?"))["messages"])
+
+        open_doc(one, helpers.as_uri(), FILLER + "\ndef penguin_quota(tank):\n    return tank.size // 3\n")
+        assert "def penguin_quota(tank):" in contents((await explain(one, root, "what is the penguin quota?"))["messages"])
+        assert "penguin_quota" not in contents((await explain(two, root, "what is the penguin quota?"))["messages"])
+    (stored,) = (tmp_path / "db" / "index").glob("*.db")
+    with sqlite3.connect(stored) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert sorted(r[0] for r in db.execute("SELECT file_id FROM files")) == [
+            ".gitignore", "billing/invoice.py", "billing/refunds.py", "docs/notes.md", "main.py", "util/helpers.py"]
 
 
 def git(root: Path, *args: str) -> None:

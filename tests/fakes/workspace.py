@@ -6,6 +6,7 @@ three into an app (tests.fakes.fake_provider.fake_app(..., workspace_access=...)
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -81,6 +82,8 @@ class FakeGitHistory:
         self.moved = None if commits is None else 1.0
         self.reads = 0
         """how many times the history was read"""
+        self.gate: asyncio.Event | None = None
+        """when set, reading the history waits for it"""
 
     def commit(self, subject: str, *paths: str) -> None:
         """A new commit: HEAD moves."""
@@ -92,6 +95,8 @@ class FakeGitHistory:
 
     async def commits(self) -> list[Commit] | None:
         self.reads += 1
+        if self.gate is not None:
+            await self.gate.wait()
         return None if self.log is None else list(self.log)
 
 

@@ -243,6 +243,25 @@ export interface HistoryResult {
   messages: HistoryMessage[];
 }
 
+export interface IndexStatus {
+  /** the workspace folder's URI */
+  folder: string;
+  /**
+   * the folder's scan has ended: every file is indexed (while false, requests are answered
+   * from what is indexed so far where the index is kept on disk)
+   */
+  ready: boolean;
+  /** files the scan has come to so far */
+  filesScanned: number;
+  /** of them, taken over unread from the index kept by an earlier run */
+  filesReused: number;
+  /**
+   * files the kept index held as the scan began (about how many the scan will find), or
+   * null while it is being opened
+   */
+  filesExpected: number | null;
+}
+
 export interface InlineCompletionContext {
   /** 1: asked for; 2: as the user types (default `2`) */
   triggerKind?: 1 | 2;
@@ -480,6 +499,8 @@ export interface StatusResult {
   files: FileStatus[];
   /** work running after its request was answered, e.g. `summary <threadId>` */
   background: string[];
+  /** each workspace folder's retrieval index, as far as it is built */
+  indexes: IndexStatus[];
 }
 
 export interface Thread {

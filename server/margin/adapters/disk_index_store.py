@@ -3,19 +3,35 @@ SQLite file per folder, `index/<folder hash>.db` beside the thread database, sha
 server of the folder. A rebuild (each start-up) walks the folder's scan against it: a file whose
 stamp is the one indexed is taken as it is (nothing read), a new or changed one is read and
 written in batches, and what the scan no longer finds is removed when it ends. Each batch lands
-as it is written, so the index answers from what is indexed so far while it builds."""
+as it is written, so the index answers from what is indexed so far while it builds (`live`).
+
+A file that is not an index SQLite can open (damaged) is made anew; one of another layout's
+version is emptied by adapters.index_writer. What earlier versions of Margin kept for the folder
+(`<folder hash>.json.gz`, the index in memory's) is deleted."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import sqlite3
+import time
 from pathlib import Path
 
 from margin.adapters.index_db import CHUNK, DiskIndex
+from margin.core.index_store import WorkspaceIndex
 from margin.core.retrieval import filedata
 from margin.core.retrieval.filedata import FileData
 from margin.core.workspace_files import Stamp
 
+log = logging.getLogger(__name__)
+
 STORE_SUFFIX = ".db"
+FLUSH_S = 2.0
+"""a build's batch is written once it holds a chunk of files or is this old (seconds): a cold
+start answers from what it has read within seconds, and writes whole chunks once it goes fast"""
+EARLIER_SUFFIXES = (".json.gz", ".json.partial")
+"""what earlier versions kept a folder's index in"""
 
 
 class DiskIndexStore:
@@ -24,7 +40,16 @@ class DiskIndexStore:
         self.path = directory / (hashlib.sha256(folder.encode()).hexdigest()[:16] + STORE_SUFFIX)
 
     def rebuild(self) -> DiskRebuild:
-        return DiskRebuild(DiskIndex(self.path))
+        for suffix in EARLIER_SUFFIXES:
+            with contextlib.suppress(OSError):
+                self.path.with_suffix(suffix).unlink(missing_ok=True)
+        try:
+            return DiskRebuild(DiskIndex(self.path))
+        except sqlite3.DatabaseError:  # not a database (damaged): made anew
+            log.warning("workspace index unreadable, made anew name=%s", self.path.name)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            return DiskRebuild(DiskIndex(self.path))
 
 
 class DiskRebuild:
@@ -37,6 +62,9 @@ class DiskRebuild:
         self._seen: set[str] = set()
         self._pending: list[tuple[str, FileData, Stamp | None]] = []
         self._batch = batch
+        self._flushed = time.monotonic()
+        self.live: WorkspaceIndex | None = index
+        self.expected = len(self._stamps)
 
     def reuse(self, file_id: str, stamp: Stamp) -> bool:
         if self._stamps.get(file_id) != stamp:
@@ -46,11 +74,10 @@ class DiskRebuild:
 
     def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp) -> None:
         self._seen.add(file_id)
-        if self.index.fingerprint(file_id) == fingerprint:
-            self.index.put(file_id, text, fingerprint, stamp)  # the stamp alone
+        if self.index.writer.keep_stamp(file_id, fingerprint, stamp):  # as indexed: the stamp alone
             return
         self._pending.append((file_id, filedata.from_text(text, fingerprint), stamp))
-        if len(self._pending) >= self._batch:
+        if len(self._pending) >= self._batch or time.monotonic() - self._flushed >= FLUSH_S:
             self.flush()
 
     def flush(self) -> None:
@@ -58,6 +85,7 @@ class DiskRebuild:
         if self._pending:
             self.index.write(self._pending)
             self._pending = []
+        self._flushed = time.monotonic()
 
     def finish(self) -> DiskIndex:
         self.flush()

@@ -24,9 +24,12 @@ same ten best files on all 50 queries.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ import numpy as np
 from margin.adapters import index_rows
 from margin.adapters.index_overlay import Overlay, View
 from margin.adapters.index_writer import CHUNK, PATH, IndexWriter, connect
+from margin.core.index_store import IndexUnavailable
 from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
 from margin.core.retrieval.dense import Posting, bm25
 from margin.core.retrieval.filedata import FileData
@@ -43,6 +47,9 @@ from margin.core.workspace_files import Stamp
 
 NAMES_KEPT = 50_000
 """file ids kept by document number (and back) between queries, at most"""
+FORMS_KEPT_LINES = 200_000
+"""the indexed forms of the files searched lately are kept unpacked, up to this many lines in
+all (a few MB): the next query mostly reads the same files' windows"""
 
 class DiskIndex:
     """The index in one SQLite file: a core.index_store.WorkspaceIndex, ranked by
@@ -69,6 +76,9 @@ class DiskIndex:
         """this server's open buffers whose text is not the file's on disk"""
         self._documents = 0
         """the document count `content_scores` last scored with (the overlay's included)"""
+        self._forms: OrderedDict[str, FileData] = OrderedDict()
+        """file id → its indexed form, as read lately (checked against its fingerprint)"""
+        self._form_lines = 0
 
     def close(self) -> None:
         self.writer.close()
@@ -127,14 +137,24 @@ class DiskIndex:
         if (overlaid := self.overlay.files.get(file_id)) is not None:
             return overlaid.entry
         with self._lock:
-            row = self._db.execute("SELECT files.doc, fingerprint, lines, data FROM files JOIN forms USING (doc) "
-                                   "WHERE file_id = ?",
-                                   (file_id,)).fetchone()
-        if row is None:
-            return None
-        entry = index_rows.unpack_file(row[3], row[1], row[2])
-        entry.doc = row[0]
-        return entry
+            row = self._db.execute("SELECT doc, fingerprint, lines FROM files WHERE file_id = ?", (file_id,)).fetchone()
+            if row is None:
+                return None
+            doc, print_, lines = row
+            entry = self._forms.pop(file_id, None)
+            if entry is None or entry.fingerprint != print_ or entry.doc != doc:
+                if entry is not None:
+                    self._form_lines -= entry.lines
+                found = self._db.execute("SELECT data FROM forms WHERE doc = ?", (doc,)).fetchone()
+                if found is None:
+                    return None
+                entry = index_rows.unpack_file(found[0], print_, lines)
+                entry.doc = doc
+                self._form_lines += entry.lines
+            self._forms[file_id] = entry
+            while self._form_lines > FORMS_KEPT_LINES and len(self._forms) > 1:
+                self._form_lines -= self._forms.popitem(last=False)[1].lines
+            return entry
 
     def docs_of(self, file_ids: Iterable[str]) -> dict[str, int]:
         """The document numbers of the files indexed among `file_ids` (an overlaid file's own)."""
@@ -233,7 +253,8 @@ class DiskIndex:
 
     def search(self, query: str, *, limit: int = 8, signals: Signals | None = None,
                exclude: Collection[str] = ()) -> list[Hit]:
-        return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
+        with _unavailable_on_error():
+            return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
 
     def save(self, pause: Callable[[], None]) -> None:
         """Nothing to do: every write has landed in the file."""
@@ -244,13 +265,15 @@ class DiskIndex:
         """Index `text` as the file's: with a `stamp`, the file's on disk (written to the shared
         file); without, an editor's buffer (this server's overlay, where it differs from the
         disk). False when the fingerprint is the one indexed (only the stamp kept)."""
-        if stamp is None:
-            return self._buffer(file_id, text, fingerprint)
-        self._overlay_changed(self.overlay.remove(file_id))  # saved; a buffer still other is put again
-        if self.writer.keep_stamp(file_id, fingerprint, stamp):
-            return False
-        self.writer.write([(file_id, filedata.from_text(text, fingerprint), stamp)])
-        return True
+        with _unavailable_on_error():
+            if stamp is None:
+                return self._buffer(file_id, text, fingerprint)
+            if self.writer.keep_stamp(file_id, fingerprint, stamp):
+                self._overlay_changed(self.overlay.remove(file_id))  # saved; a buffer still other is put again
+                return False
+            self.writer.write([(file_id, filedata.from_text(text, fingerprint), stamp)])
+            self._overlay_changed(self.overlay.remove(file_id))
+            return True
 
     def _buffer(self, file_id: str, text: str, fingerprint: str) -> bool:
         overlaid = self.overlay.files.get(file_id)
@@ -269,9 +292,9 @@ class DiskIndex:
 
     def remove(self, file_id: str) -> bool:
         """The file gone from the disk and from the overlay."""
-        if self._overlay_changed(self.overlay.remove(file_id)) and self.fingerprint(file_id) is None:
-            return True
-        return self.writer.remove(file_id)
+        with _unavailable_on_error():
+            on_disk = self.writer.remove(file_id)
+            return self._overlay_changed(self.overlay.remove(file_id)) or on_disk
 
     def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]]) -> None:
         """Files read from disk indexed anew, in one transaction (IndexWriter.write)."""
@@ -285,3 +308,10 @@ class DiskIndex:
                "ORDER BY chunk"
 
 
+@contextlib.contextmanager
+def _unavailable_on_error() -> Iterator[None]:
+    """SQLite's errors as IndexUnavailable (each write is one transaction: rolled back whole)."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise IndexUnavailable(type(error).__name__) from error

@@ -49,8 +49,9 @@ class View:
     """The overlay at one query: which documents on disk it masks, and its own numbers."""
 
     def __init__(self, overlay: Overlay, on_disk: dict[str, int], first: int) -> None:
-        self.names = sorted(overlay.files)
-        self.files = [overlay.files[name] for name in self.names]
+        files = dict(overlay.files)  # as it is now (another thread may put a buffer meanwhile)
+        self.names = sorted(files)
+        self.files = [files[name] for name in self.names]
         self.docs = {name: first + i for i, name in enumerate(self.names)}
         self.first = first
         self.masked = np.array(sorted(on_disk.values()), dtype=np.int64)

@@ -7,13 +7,19 @@ retrieval service works through, and the in-memory index behind them today.
 - `IndexStore`: where a folder's index is kept. At start-up `rebuild()` makes the index anew as
   the folder's scan offers each file: `reuse(file_id, stamp)` takes a file over from what was
   kept when its stamp still matches (nothing read), else the file is read and `put`;
-  `finish()` gives the new index, which replaces the one searched so far.
+  `finish()` gives the new index, which replaces the one searched so far. An index kept on
+  disk and written in place answers while it is rebuilt (`live`); one in memory only once built.
 
 `MemoryIndex` holds the index in memory (core.retrieval.RetrievalIndex, with the stamp of each
 file read from disk beside it) and is kept as each file's exported form (`StoredFile`):
 adapters.index_file keeps them in one gzipped JSON file, `NoStoredIndex` nowhere. An index kept
-on disk and queried in place (SQLite FTS5, say) would implement the same ports: `reuse` checks
-the stamp where it is kept, `put` and `remove` update one file, `search` queries, `save` commits.
+on disk and queried in place (adapters.index_db, kept by adapters.disk_index_store) implements
+the same ports: `reuse` checks the stamp where it is kept, `put` and `remove` update one file,
+`search` queries, `save` has nothing left to do.
+
+A kept index may fail to answer a request (another server of the folder holding the file's write
+lock too long, a full disk): it raises `IndexUnavailable`, and the request goes on without
+snippets.
 """
 
 from __future__ import annotations
@@ -30,16 +36,22 @@ Pause = Callable[[], None]
 to stop that work)"""
 
 
+class IndexUnavailable(Exception):
+    """The kept index could not be read or written just now (nothing was half-applied)."""
+
+
 class WorkspaceIndex(Protocol):
     def __len__(self) -> int: ...
 
-    def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp | None = None) -> None:
+    def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp | None = None) -> bool:
         """Index `text` as the file's (in time proportional to the file; nothing when the
-        fingerprint is unchanged). `stamp`: the text is the file's on disk with this stamp;
-        without one (a buffer's text) a changed text no longer matches any stamp."""
+        fingerprint is unchanged: False). `stamp`: the text is the file's on disk with this
+        stamp; without one (a buffer's text) a changed text no longer matches any stamp."""
         ...
 
-    def remove(self, file_id: str) -> None: ...
+    def remove(self, file_id: str) -> bool:
+        """The file out of the index (False: it was not in it)."""
+        ...
 
     def search(self, query: str, *, limit: int, signals: Signals | None,
                exclude: Collection[str]) -> list[Hit]: ...
@@ -50,11 +62,21 @@ class WorkspaceIndex(Protocol):
 
 
 class IndexRebuild(Protocol):
+    live: WorkspaceIndex | None
+    """the index to search while the rebuild runs (what it holds so far), or None: nothing to
+    search until `finish()`"""
+    expected: int
+    """how many files the kept index held as the rebuild began (what a warm start will find)"""
+
     def reuse(self, file_id: str, stamp: Stamp) -> bool:
         """Take the file over from the kept index if it was read from disk with this very stamp."""
         ...
 
     def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp) -> None: ...
+
+    def flush(self) -> None:
+        """What was put so far answers from `live` from now on."""
+        ...
 
     def finish(self) -> WorkspaceIndex: ...
 
@@ -91,16 +113,17 @@ class MemoryIndex:
     def __len__(self) -> int:
         return len(self.index)
 
-    def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp | None = None) -> None:
+    def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp | None = None) -> bool:
         changed = self.index.put(file_id, text, fingerprint)
         if stamp is not None:
             self.stamps[file_id] = stamp
         elif changed:
             self.stamps.pop(file_id, None)
+        return changed
 
-    def remove(self, file_id: str) -> None:
-        self.index.remove(file_id)
+    def remove(self, file_id: str) -> bool:
         self.stamps.pop(file_id, None)
+        return self.index.remove(file_id)
 
     def search(self, query: str, *, limit: int, signals: Signals | None, exclude: Collection[str]) -> list[Hit]:
         return self.index.search(query, limit=limit, signals=signals, exclude=exclude)
@@ -126,6 +149,8 @@ class MemoryRebuild:
     def __init__(self, kept: Mapping[str, StoredFile], keep: Keep | None = None) -> None:
         self.kept = kept
         self.index = MemoryIndex(keep)
+        self.live: WorkspaceIndex | None = None
+        self.expected = len(kept)
 
     def reuse(self, file_id: str, stamp: Stamp) -> bool:
         known = self.kept.get(file_id)
@@ -138,6 +163,9 @@ class MemoryRebuild:
 
     def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp) -> None:
         self.index.put(file_id, text, fingerprint, stamp)
+
+    def flush(self) -> None:
+        """Nothing answers before `finish()`."""
 
     def finish(self) -> MemoryIndex:
         return self.index

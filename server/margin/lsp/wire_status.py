@@ -28,6 +28,21 @@ class ProfileStatusModel(ProfileStatus, _Wire):
     pass
 
 
+class IndexStatusModel(_Wire):
+    folder: str
+    """the workspace folder's URI"""
+    ready: bool
+    """the folder's scan has ended: every file is indexed (while false, requests are answered
+    from what is indexed so far where the index is kept on disk)"""
+    files_scanned: int
+    """files the scan has come to so far"""
+    files_reused: int
+    """of them, taken over unread from the index kept by an earlier run"""
+    files_expected: int | None
+    """files the kept index held as the scan began (about how many the scan will find), or
+    null while it is being opened"""
+
+
 class StatusResult(_Wire):
     version: str
     """Margin's version"""
@@ -39,3 +54,5 @@ class StatusResult(_Wire):
     """the open documents"""
     background: list[str]
     """work running after its request was answered, e.g. `summary <threadId>`"""
+    indexes: list[IndexStatusModel]
+    """each workspace folder's retrieval index, as far as it is built"""

@@ -4,12 +4,17 @@ where its index is kept are ports (core.workspace_files, core.git_history, core.
 that margin.wiring provides.
 
 - Start-up: each folder is scanned once in the background (what git would not ignore, text
-  files only). A file whose size and modification time match the stored index (kept beside the
-  thread database) is taken over from it without being read; the others are read and indexed.
-  The new index replaces the old one when the scan ends, and is stored again.
+  files only), the files of its recent commits first. A file whose size and modification time
+  match the stored index (kept beside the thread database, shared by the folder's servers) is
+  taken over from it without being read; the others are read and indexed. An index kept on
+  disk answers from what it holds while the scan runs; one in memory once the scan ends.
+  `progress` tells how far it is (margin/status).
 - While the user works: open buffers are indexed as they are now at each request (only those
   whose fingerprint changed: a cost proportional to the changed files); a saved or closed file
-  is read again from disk at the next request.
+  is read again from disk at the next request after the scan. In a large folder a request's
+  indexing and search run in a thread, one request of a folder at a time, so the editor's other
+  requests are answered meanwhile; an index that cannot answer (IndexUnavailable) gives no
+  snippets.
 - Git: where the folder is in a repository, its recent history (read again when HEAD moves)
   gives each file's recency, co-change with the files being worked on, and past commit
   subjects (core.retrieval.signals).
@@ -33,11 +38,11 @@ from urllib.parse import quote
 from margin import logs
 from margin.core.assemble import FileRef
 from margin.core.git_history import GitHistory
-from margin.core.index_store import IndexStore, NoStoredIndex, Pause, WorkspaceIndex
+from margin.core.index_store import IndexRebuild, IndexStore, IndexUnavailable, NoStoredIndex, Pause, WorkspaceIndex
 from margin.core.languages import language_of
 from margin.core.retrieval import History, Hit, Signals
 from margin.core.vfs import VirtualFile, fingerprint
-from margin.core.workspace_files import FolderFiles, read_for_index
+from margin.core.workspace_files import FolderFiles, Stamp, read_for_index
 from margin.services.app import MarginApp
 from margin.services.workspace import path_of
 
@@ -46,6 +51,27 @@ log = logging.getLogger(__name__)
 MAX_SNIPPETS = 6
 LINES_KEPT = 32
 """files whose lines are kept for snippet windows, per folder (the hits of the last few requests)"""
+RECENT_FIRST = 2000
+"""files of the latest commits indexed before the rest of the folder"""
+INLINE_FILES = 5000
+"""up to this many files in a folder, a request's indexing and search run on the event loop
+(about 2 ms on disk at 20 files, 5 ms at 2,000: less than handing them to a thread costs in
+CPU, measured by benchmarks/bench_request_overhead.py); beyond, in a thread, so that a slower
+query never holds up the editor's other requests"""
+
+
+@dataclass
+class Progress:
+    """How far a folder's index is built."""
+
+    scanned: int = 0
+    """files found so far"""
+    reused: int = 0
+    """of them, taken over from the kept index unread"""
+    expected: int | None = None
+    """files the kept index held as the build began (None: not known yet)"""
+    ready: bool = False
+    """the scan has ended"""
 
 
 @dataclass
@@ -56,7 +82,10 @@ class FolderIndex:
     files: FolderFiles
     git: GitHistory
     index: WorkspaceIndex | None = None
-    """None until the first scan has built it"""
+    """None until the first scan answers (as it begins for an index kept on disk, else once built)"""
+    progress: Progress = field(default_factory=Progress)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """held by the request whose indexing and search run in a thread"""
     dirty: set[str] = field(default_factory=set)
     """file ids to read again from disk (saved or closed since)"""
     history: History | None = None
@@ -102,6 +131,10 @@ class Retrieval:
             known.scanning = self.app.run_in_background(self._scan(known), f"index {folder}")
         return known
 
+    def progress(self) -> dict[str, Progress]:
+        """How far each workspace folder's index is built, by folder URI (those asked for)."""
+        return {folder: index.progress for folder, index in self._folders.items()}
+
     def warm(self, folders: Collection[str]) -> None:
         """Start indexing the workspace folders (at start-up, when retrieval is on)."""
         if self.app.settings.current.globals.retrieval:
@@ -113,7 +146,7 @@ class Retrieval:
         its one request should see what the editor's would)."""
         if self.app.settings.current.globals.retrieval:
             index = self.folder(self.app.workspace.folder_of(text_document))
-            if index is not None and index.scanning is not None and index.index is None:
+            if index is not None and index.scanning is not None and not index.progress.ready:
                 await asyncio.wait([index.scanning])
 
     def touched(self, uri: str) -> None:
@@ -129,40 +162,39 @@ class Retrieval:
         if not self.app.settings.current.globals.retrieval or not message.strip():
             return []
         index = self.folder(self.app.workspace.folder_of(text_document))
-        if index is None or index.index is None:
+        if index is None or (searched := index.index) is None:
             return []
         started = time.perf_counter()
-        self._refresh(index, index.index)
         if (head := index.git.head_moved()) != index.head:  # a commit or checkout since: read it anew
             index.head = head
             self.app.run_in_background(self._read_history(index, head), f"git history {index.folder}")
         file_id = self.app.workspace.file_id
         mine = [f for f in self.app.files.files() if f.uri.startswith(index.prefix)]
+        buffers = [(file_id(f.uri), f.text, f.fingerprint) for f in mine]
         active = [file_id(text_document)] if text_document else []
         edited = [file_id(f.uri) for f in self.app.files.recently_edited() if f in mine]
         signals = Signals(index.history, active + [file_id(f.uri) for f in mine], edited)
-        hits = index.index.search(message, limit=limit, signals=signals, exclude={file_id(uri) for uri in shown})
+        exclude = {file_id(uri) for uri in shown}
+        async with index.lock:
+            dirty = set() if not index.progress.ready else index.dirty - {b[0] for b in buffers}
+            index.dirty -= dirty | {b[0] for b in buffers}
+            work = (index.files, searched, buffers, dirty, message, limit, signals, exclude)
+            try:
+                if index.progress.scanned <= INLINE_FILES:
+                    hits, files = _refresh_and_search(*work)
+                else:
+                    hits, files = await asyncio.to_thread(_refresh_and_search, *work)
+            except IndexUnavailable as error:
+                index.dirty |= dirty
+                log.warning("retrieval unavailable error=%s", error)
+                return []
         lines: dict[str, list[str] | None] = {}  # a file's lines, read once for its windows
         refs = [ref for hit in hits if hit.similarity > 0 and (ref := self._ref(index, hit, lines)) is not None]
-        log.info("retrieval files=%d hits=%d snippets=%d ms=%.1f", len(index.index), len(hits), len(refs),
+        log.info("retrieval files=%d hits=%d snippets=%d ms=%.1f", files, len(hits), len(refs),
                  (time.perf_counter() - started) * 1000)
         return refs
 
     # --- keeping the index current ----------------------------------------------------------
-
-    def _refresh(self, index: FolderIndex, searched: WorkspaceIndex) -> None:
-        for file in self.app.files.files():
-            if file.uri.startswith(index.prefix):
-                searched.put(self.app.workspace.file_id(file.uri), file.text, file.fingerprint)
-        for file_id in list(index.dirty):
-            index.dirty.discard(file_id)
-            if f"{index.prefix}{quote(file_id)}" in self.app.files:
-                continue
-            text = read_for_index(index.files, file_id) if index.files.indexable(file_id) else None
-            if text is None:
-                searched.remove(file_id)
-                continue
-            searched.put(file_id, text, fingerprint(text), index.files.stamp(file_id))
 
     @staticmethod
     async def _read_history(index: FolderIndex, head: float | None) -> None:
@@ -171,18 +203,27 @@ class Retrieval:
 
     async def _scan(self, index: FolderIndex) -> None:
         """Build the folder's index in a thread that gives way between files to every other kind
-        of work (services.background), then store it the same way."""
+        of work (services.background), then store it the same way. The files of the latest
+        commits and the open ones go first (what a request most likely asks for)."""
         started = time.perf_counter()
-        store = self._store(index)
         stop = threading.Event()
         pause = _Pause(self.app.queue.indexing_may_run, stop)
         try:
-            fresh, reused = await asyncio.to_thread(_build, index.files, store, pause)
-            index.index = fresh
-            log.info("index ready files=%d reused=%d paused_ms=%.0f ms=%.0f", len(fresh), reused,
-                     pause.seconds * 1000, (time.perf_counter() - started) * 1000)
+            rebuild = await asyncio.to_thread(self._store(index).rebuild)
+            index.progress.expected = rebuild.expected
+            if rebuild.live is not None:
+                index.index = rebuild.live
             index.head = index.git.head_moved()
             await self._read_history(index, index.head)
+            recent = [self.app.workspace.file_id(f.uri) for f in self.app.files.files() if f.uri.startswith(index.prefix)]
+            if index.history is not None:
+                recent += [path for commit in index.history.commits for path in commit.paths]
+            first = list(dict.fromkeys(recent))[:RECENT_FIRST]
+            fresh, reused = await asyncio.to_thread(_fill, index.files, rebuild, pause, index.progress, first)
+            index.index = fresh
+            index.progress.ready = True
+            log.info("index ready files=%d reused=%d paused_ms=%.0f ms=%.0f", len(fresh), reused,
+                     pause.seconds * 1000, (time.perf_counter() - started) * 1000)
             await asyncio.to_thread(fresh.save, pause)
         except asyncio.CancelledError:
             stop.set()  # the thread ends at its next file rather than run on after shutdown
@@ -249,16 +290,48 @@ class _Pause:
             raise _Stopped
 
 
+def _refresh_and_search(files: FolderFiles, searched: WorkspaceIndex, buffers: list[tuple[str, str, str]],
+                        dirty: Collection[str], message: str, limit: int, signals: Signals,
+                        exclude: Collection[str]) -> tuple[list[Hit], int]:
+    """(In a thread.) The open buffers and the files changed on disk indexed as they are now,
+    then the search (and how many files were searched)."""
+    for file_id, buffer, print_ in buffers:
+        searched.put(file_id, buffer, print_)
+    for file_id in dirty:
+        text = read_for_index(files, file_id) if files.indexable(file_id) else None
+        if text is None:
+            searched.remove(file_id)
+        else:
+            searched.put(file_id, text, fingerprint(text), files.stamp(file_id))
+    return searched.search(message, limit=limit, signals=signals, exclude=exclude), len(searched)
+
+
 def _build(files: FolderFiles, store: IndexStore, pause: Pause = lambda: None) -> tuple[WorkspaceIndex, int]:
     """A new index of the folder's files, taking over from `store` each file whose stamp is
     unchanged (and how many were); `pause()` is called before each file."""
-    rebuild, reused = store.rebuild(), 0
-    for found in files.scan():
+    return _fill(files, store.rebuild(), pause, Progress(), ())
+
+
+def _fill(files: FolderFiles, rebuild: IndexRebuild, pause: Pause, progress: Progress,
+          first: Collection[str]) -> tuple[WorkspaceIndex, int]:
+    """`rebuild` given the folder's files, those of `first` before the rest (each a file id,
+    taken when the scan would take it), counted in `progress`; `pause()` before each file."""
+    done: set[str] = set()
+
+    def take(file_id: str, stamp: Stamp) -> None:
         pause()
-        if rebuild.reuse(found.file_id, found.stamp):
-            reused += 1
-            continue
-        text = read_for_index(files, found.file_id)
-        if text is not None:
-            rebuild.put(found.file_id, text, fingerprint(text), found.stamp)
-    return rebuild.finish(), reused
+        done.add(file_id)
+        progress.scanned += 1
+        if rebuild.reuse(file_id, stamp):
+            progress.reused += 1
+        elif (text := read_for_index(files, file_id)) is not None:
+            rebuild.put(file_id, text, fingerprint(text), stamp)
+
+    for file_id in first:
+        if file_id not in done and files.indexable(file_id) and (stamp := files.stamp(file_id)) is not None:
+            take(file_id, stamp)
+    rebuild.flush()  # they answer from now on, where the index answers while it builds
+    for found in files.scan():
+        if found.file_id not in done:
+            take(found.file_id, found.stamp)
+    return rebuild.finish(), progress.reused

@@ -10,10 +10,12 @@ import threading
 
 import pytest
 
+from margin.adapters.disk_index_store import DiskIndexStore
 from margin.core.index_store import MemoryIndex
 from margin.core.retrieval import Commit
 from margin.core.vfs import fingerprint
 from margin.services.retrieval import Retrieval, _build, _Pause, _Stopped
+from tests.conftest import until
 from tests.fakes.fake_provider import FakeProvider, close, fake_app
 from tests.fakes.workspace import FakeFolderFiles, FakeGitHistory, FakeIndexStore, FakeWorkspace
 
@@ -151,8 +153,10 @@ async def test_git_history_is_read_once_per_head_and_names_files_their_code_does
     assert ws.git.reads == 1  # HEAD did not move
 
     ws.git.commit("Penguin tariffs for helpers", "util/helpers.py")
+    ws.git.gate = asyncio.Event()
     assert "util/helpers.py" not in await snippets(retrieval, "penguin tariffs")  # read in the background
     reading = [task for task in retrieval.app.background if task.get_name() == f"git history {WS}"]
+    ws.git.gate.set()
     await asyncio.wait(reading)
     assert ws.git.reads == 2
     assert (await snippets(retrieval, "where are the penguin tariffs?"))[0] == "util/helpers.py"
@@ -220,3 +224,51 @@ def test_a_buffers_text_is_never_kept_as_the_files_on_disk():
     index.put("b.py", "b.py = 1\n", fingerprint("b.py = 1\n"))  # a buffer as the disk has it
     index.save(lambda: None)
     assert set(store.kept) == {"b.py"}
+
+
+class HeldFolderFiles(FakeFolderFiles):
+    """A folder whose scan stops before its `held_at`-th file until `go` is set (a large
+    workspace, part of the way through its first build)."""
+
+    def __init__(self, files: dict[str, str], held_at: int) -> None:
+        super().__init__(files)
+        self.held_at, self.held, self.go = held_at, threading.Event(), threading.Event()
+
+    def scan(self):
+        for n, found in enumerate(super().scan()):
+            if n == self.held_at:
+                self.held.set()
+                self.go.wait()
+            yield found
+
+
+async def test_a_cold_start_answers_from_what_the_index_on_disk_holds_so_far(apps, tmp_path):
+    """The index kept on disk (adapters.disk_index_store, a real SQLite file) is searched while
+    the first build runs: the files of the latest commits are indexed first and answer at once,
+    the rest once the scan reaches them; progress tells how far it is."""
+    files = {f"pkg/m{i:03}.py": f"def helper_{i}(value):\n    return value + {i}\n" for i in range(40)}
+    files["pkg/m039.py"] = "def compute_walrus_tariff(order):\n    return order.total * 0.2\n"  # scanned last
+    files["pkg/m001.py"] = "def settle_penguin_refund(order):\n    return order.fee\n"  # after the hold, too
+    ws = FakeWorkspace(HeldFolderFiles(files, held_at=0))
+    ws.git = FakeGitHistory([Commit(1, ("pkg/m039.py",), "Tariffs for walruses")])
+    ws.store = DiskIndexStore(WS, tmp_path / "index")
+    retrieval = apps(ws)
+    retrieval.warm([WS])
+    await until(lambda: ws.files.held.is_set())
+    (progress,) = retrieval.progress().values()
+    assert not progress.ready and progress.scanned == 1 and progress.expected == 0
+    found = await retrieval.snippets("how is the walrus tariff computed?", MAIN, [])
+    assert [ref.file_id.split(" lines ")[0] for ref in found] == ["pkg/m039.py"]  # the latest commit's file, at once
+    assert await retrieval.snippets("where is the penguin refund settled?", MAIN, []) == []  # not scanned yet
+
+    ws.files.go.set()
+    await retrieval.indexed(MAIN)
+    assert progress.ready and progress.scanned == 40
+    assert (await snippets(retrieval, "where is the penguin refund settled?"))[0] == "pkg/m001.py"
+
+    again = apps(ws)  # a warm start: every file taken over by its stamp, none read
+    ws.files.reads.clear()
+    ws.files.held_at = -1
+    await again.indexed(MAIN)
+    (progress,) = again.progress().values()
+    assert ws.files.reads == [] and progress.expected == progress.reused == 40
