@@ -21,6 +21,7 @@ FAST = {
     "sessions": ("bench_sessions.py", "--turns", "60"),
     "completion": ("bench_completion.py", "--no-llama"),
     "request overhead": ("bench_request_overhead.py", "--turns", "60", "--rounds", "10"),
+    "retrieval": ("bench_retrieval.py", "--files", "10000"),
 }
 
 

@@ -27,9 +27,13 @@ from margin.core.workspace_files import Stamp
 log = logging.getLogger(__name__)
 
 STORE_SUFFIX = ".db"
-FLUSH_S = 2.0
-"""a build's batch is written once it holds a chunk of files or is this old (seconds): a cold
-start answers from what it has read within seconds, and writes whole chunks once it goes fast"""
+FLUSH_S = 1.0
+PENDING_LINES = 150_000
+"""a build's batch is written once it holds a chunk of files, this many lines, or is older than
+its time (FLUSH_S for the first, then twice the last one's): a cold start answers from what it
+has read within a second, and later batches are whole; what a batch holds in memory until it is
+written (its files' terms, about 0.7 KB a line) stays near 100 MB whatever the files' sizes
+(benchmarks/bench_retrieval.py: the process's growth)"""
 EARLIER_SUFFIXES = (".json.gz", ".json.partial")
 """what earlier versions kept a folder's index in"""
 
@@ -61,8 +65,9 @@ class DiskRebuild:
         """file id → the stamp indexed, as the rebuild began"""
         self._seen: set[str] = set()
         self._pending: list[tuple[str, FileData, Stamp | None]] = []
+        self._lines = 0
         self._batch = batch
-        self._flushed = time.monotonic()
+        self._flushed, self._wait = time.monotonic(), FLUSH_S
         self.live: WorkspaceIndex | None = index
         self.expected = len(self._stamps)
 
@@ -76,15 +81,20 @@ class DiskRebuild:
         self._seen.add(file_id)
         if self.index.writer.keep_stamp(file_id, fingerprint, stamp):  # as indexed: the stamp alone
             return
-        self._pending.append((file_id, filedata.from_text(text, fingerprint), stamp))
-        if len(self._pending) >= self._batch or time.monotonic() - self._flushed >= FLUSH_S:
+        entry = filedata.from_text(text, fingerprint)
+        self._pending.append((file_id, entry, stamp))
+        self._lines += entry.lines
+        if len(self._pending) >= self._batch or self._lines >= PENDING_LINES:
             self.flush()
+        elif time.monotonic() - self._flushed >= self._wait:
+            self.flush()
+            self._wait *= 2
 
     def flush(self) -> None:
         """Write what was read since the last batch (it answers queries from now on)."""
         if self._pending:
             self.index.write(self._pending)
-            self._pending = []
+            self._pending, self._lines = [], 0
         self._flushed = time.monotonic()
 
     def finish(self) -> DiskIndex:

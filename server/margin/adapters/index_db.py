@@ -207,9 +207,7 @@ class DiskIndex:
         for key in dict.fromkeys(keys):
             rows = self._db.execute(self._by_term("chunk, data"), (key,)).fetchall()
             if rows:
-                parts = [index_rows.decode(chunk * CHUNK, data) for chunk, data in rows]
-                found[key] = parts[0] if len(parts) == 1 else Posting(
-                    np.concatenate([p.docs for p in parts]), np.concatenate([p.tfs for p in parts]))
+                found[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in rows], [data for _, data in rows])
         return found
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:

@@ -110,6 +110,21 @@ def decode(chunk_start: int, row: bytes) -> Posting:
     return Posting(offsets.astype(np.int64) + chunk_start, tfs)
 
 
+def decode_rows(chunk_starts: Sequence[int], rows: Sequence[bytes]) -> Posting:
+    """One term's rows of several chunks (in chunk order) as one posting: `decode` of each,
+    concatenated, in a few numpy passes over all of them rather than a few per row."""
+    if len(rows) == 1:
+        return decode(chunk_starts[0], rows[0])
+    if any(row[0] != 2 for row in rows):  # a term frequency of 65,536 or more: rare
+        parts = [decode(start, row) for start, row in zip(chunk_starts, rows, strict=True)]
+        return Posting(np.concatenate([p.docs for p in parts]), np.concatenate([p.tfs for p in parts]))
+    # each row is a width byte, then n 2-byte offsets, then n 2-byte tfs: 4n + 1 bytes
+    counts = [(len(row) - 1) // 4 for row in rows]
+    offsets = np.frombuffer(b"".join([row[1:1 + 2 * n] for row, n in zip(rows, counts, strict=True)]), dtype="<u2")
+    tfs = np.frombuffer(b"".join([row[1 + 2 * n:] for row, n in zip(rows, counts, strict=True)]), dtype="<u2")
+    return Posting(offsets.astype(np.int64) + np.repeat(np.asarray(chunk_starts, dtype=np.int64), counts), tfs)
+
+
 def _pairs(chunk_start: int, row: bytes) -> dict[int, int]:
     n, view = size(row), memoryview(row)
     offsets = _array("H", view[1:1 + 2 * n])

@@ -4,6 +4,7 @@ batches written so far; the result searches as an index built in memory from the
 
 from __future__ import annotations
 
+from margin.adapters import disk_index_store
 from margin.adapters.disk_index_store import DiskIndexStore, DiskRebuild
 from margin.core.retrieval import RetrievalIndex
 from margin.core.workspace_files import Stamp
@@ -11,7 +12,7 @@ from margin.core.workspace_files import Stamp
 
 def build(store: DiskIndexStore, files: dict[str, tuple[str, Stamp]], batch: int = 2048) -> tuple[object, list[str]]:
     rebuild = store.rebuild()
-    rebuild._batch = batch
+    rebuild._batch, rebuild._wait = batch, float("inf")
     read = []
     for file_id, (text, stamp) in files.items():
         if not rebuild.reuse(file_id, stamp):
@@ -49,13 +50,35 @@ def test_a_warm_start_reads_only_what_changed_and_drops_what_is_gone(tmp_path):
 def test_a_cold_build_answers_from_what_is_written_so_far(tmp_path):
     store = DiskIndexStore("file:///ws", tmp_path)
     rebuild: DiskRebuild = store.rebuild()
-    rebuild._batch = 10
+    rebuild._batch, rebuild._wait = 10, float("inf")
     for file_id, (text, stamp) in list(files_of(25).items())[:12]:
         rebuild.put(file_id, text, str(hash(text)), stamp)
     assert len(rebuild.index) == 10  # one batch landed, two files pending
     assert [hit.file_id for hit in rebuild.index.search("handle_7", limit=1)] == ["pkg/mod_7.py"]
     assert rebuild.finish() is rebuild.index and len(rebuild.index) == 12
     rebuild.index.close()
+
+
+def test_a_batch_is_written_once_it_holds_enough_lines_or_is_old_enough(tmp_path, monkeypatch):
+    """What a batch holds in memory is bounded by its lines (however few files), and a cold
+    start's first files answer within FLUSH_S, later batches waiting twice as long each time."""
+    monkeypatch.setattr(disk_index_store, "PENDING_LINES", 10)
+    rebuild = DiskIndexStore("file:///ws", tmp_path).rebuild()
+    rebuild._wait = float("inf")
+    files = list(files_of(12).items())  # 3 lines each
+    for file_id, (text, stamp) in files[:4]:
+        rebuild.put(file_id, text, str(hash(text)), stamp)
+    assert len(rebuild.index) == 4  # 12 lines: written
+    monkeypatch.setattr(disk_index_store, "PENDING_LINES", 1000)
+    rebuild._wait = disk_index_store.FLUSH_S
+    rebuild._flushed -= disk_index_store.FLUSH_S  # as old as a batch may get
+    file_id, (text, stamp) = files[4]
+    rebuild.put(file_id, text, str(hash(text)), stamp)
+    assert len(rebuild.index) == 5 and rebuild._wait == 2 * disk_index_store.FLUSH_S
+    file_id, (text, stamp) = files[5]
+    rebuild.put(file_id, text, str(hash(text)), stamp)
+    assert len(rebuild.index) == 5  # pending: the next batch waits longer
+    rebuild.finish().close()
 
 
 def test_two_stores_of_one_folder_share_its_file(tmp_path):

@@ -66,3 +66,19 @@ def test_fresh_rows_are_the_rows_encode_makes():
         posting = index_rows.decode(chunk * 64, row)
         assert list(zip(posting.docs.tolist(), posting.tfs.tolist(), strict=True)) == want[chunk, key]
     assert any(row[0] == 4 for _, key, row in rows if key == "w")
+
+
+def test_a_terms_rows_of_several_chunks_decode_as_one_posting():
+    """decode_rows, all at once, is each row's `decode` concatenated (a wide row among them too)."""
+    rng = random.Random(3)
+    for wide in (False, True):
+        starts = [0, 64, 192]
+        pairs = [sorted({start + rng.randrange(64): rng.randint(1, 9) for _ in range(rng.randint(1, 20))}.items())
+                 for start in starts]
+        if wide:
+            pairs[1][0] = (pairs[1][0][0], 70_000)
+        rows = [index_rows.encode(start, part) for start, part in zip(starts, pairs, strict=True)]
+        posting = index_rows.decode_rows(starts, rows)
+        assert list(zip(posting.docs.tolist(), posting.tfs.tolist(), strict=True)) == [p for part in pairs for p in part]
+    one = index_rows.decode_rows([64], [index_rows.encode(64, [(70, 2)])])
+    assert (one.docs.tolist(), one.tfs.tolist()) == ([70], [2])

@@ -38,9 +38,14 @@ def bm25(postings: dict[str, Posting], documents: int, total_length: int, length
     entries = sorted(((math.log(1.0 + (documents - len(p.docs) + 0.5) / (len(p.docs) + 0.5)) * (K1 + 1.0), term, p)
                       for term, p in postings.items() if len(p.docs)), key=lambda e: (-e[0], e[1]))
     scores = np.zeros(len(lengths))
-    for idf, _, posting in entries:
+    for idf, _, posting in entries:  # idf·tf / ((tf + a) + c·length), in place (+ and · commute exactly)
         tfs = posting.tfs.astype(np.float64)
-        scores[posting.docs] += idf * tfs / ((tfs + a) + c * lengths[posting.docs])
+        norm = lengths[posting.docs]
+        norm *= c
+        norm += tfs + a
+        tfs *= idf
+        tfs /= norm
+        scores[posting.docs] += tfs
     found = np.flatnonzero(scores)
     if len(found) > pool:
         floor = np.partition(scores[found], len(found) - pool)[len(found) - pool]
