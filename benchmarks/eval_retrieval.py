@@ -20,10 +20,10 @@ Tuning: `--tune` grid-searches a few general weights on the older 200 commits on
 the best; the figures are then reported on all 400 and on the newer 200 (the hold-out), with
 each tuned weight halved and doubled to show how sensitive the result is.
 
-    .venv/bin/python benchmarks/eval_retrieval.py [--bundle PATH] [--commits 400] [--tune] [--disk]
+    .venv/bin/python benchmarks/eval_retrieval.py [--bundle PATH] [--commits 400] [--tune] [--memory]
 
-`--disk` ranks with the index on disk (adapters/index_db.py), written file by file as the
-commits are replayed, instead of the index in memory.
+It ranks with the index the server uses, on disk (adapters/index_db.py), written file by file
+as the commits are replayed; `--memory`, with the index in memory (the same figures).
 """
 
 from __future__ import annotations
@@ -326,10 +326,10 @@ def main() -> int:
     parser.add_argument("--repo", help="an existing clone to use instead of cloning the bundle")
     parser.add_argument("--commits", type=int, default=400)
     parser.add_argument("--tune", action="store_true")
-    parser.add_argument("--disk", action="store_true", help="rank with the index on disk (adapters/index_db.py)")
+    parser.add_argument("--memory", action="store_true", help="rank with the index in memory, not on disk")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as tmp:
-        disk = Path(tmp) / "index.db" if args.disk else None
+        disk = None if args.memory else Path(tmp) / "index.db"
         if args.repo:
             replay(Path(args.repo), args.commits, args.tune, disk)
             return finish()

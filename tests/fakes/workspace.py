@@ -107,7 +107,7 @@ class FakeIndexStore:
         self.kept: dict[str, StoredFile] = {}
         self.saves = 0
 
-    def rebuild(self) -> MemoryRebuild:
+    def rebuild(self, pause=lambda: None) -> MemoryRebuild:
         return MemoryRebuild(dict(self.kept), self._keep)
 
     def _keep(self, files: Iterator[tuple[str, StoredFile]]) -> None:

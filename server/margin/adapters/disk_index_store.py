@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from margin.adapters.index_db import CHUNK, DiskIndex
-from margin.core.index_store import WorkspaceIndex
+from margin.core.index_store import Pause, WorkspaceIndex
 from margin.core.retrieval import filedata
 from margin.core.retrieval.filedata import FileData
 from margin.core.workspace_files import Stamp
@@ -43,24 +43,25 @@ class DiskIndexStore:
         self.folder = folder
         self.path = directory / (hashlib.sha256(folder.encode()).hexdigest()[:16] + STORE_SUFFIX)
 
-    def rebuild(self) -> DiskRebuild:
+    def rebuild(self, pause: Pause = lambda: None) -> DiskRebuild:
         for suffix in EARLIER_SUFFIXES:
             with contextlib.suppress(OSError):
                 self.path.with_suffix(suffix).unlink(missing_ok=True)
         try:
-            return DiskRebuild(DiskIndex(self.path))
+            return DiskRebuild(DiskIndex(self.path), pause=pause)
         except sqlite3.DatabaseError:  # not a database (damaged): made anew
             log.warning("workspace index unreadable, made anew name=%s", self.path.name)
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            return DiskRebuild(DiskIndex(self.path))
+            return DiskRebuild(DiskIndex(self.path), pause=pause)
 
 
 class DiskRebuild:
     """A rebuild of the index in place (core.index_store.IndexRebuild)."""
 
-    def __init__(self, index: DiskIndex, batch: int = CHUNK) -> None:
+    def __init__(self, index: DiskIndex, batch: int = CHUNK, pause: Pause = lambda: None) -> None:
         self.index = index
+        self._pause = pause
         self._stamps = index.stamps()
         """file id → the stamp indexed, as the rebuild began"""
         self._seen: set[str] = set()
@@ -93,7 +94,7 @@ class DiskRebuild:
     def flush(self) -> None:
         """Write what was read since the last batch (it answers queries from now on)."""
         if self._pending:
-            self.index.write(self._pending)
+            self.index.write(self._pending, self._pause)
             self._pending, self._lines = [], 0
         self._flushed = time.monotonic()
 

@@ -294,9 +294,10 @@ class DiskIndex:
             on_disk = self.writer.remove(file_id)
             return self._overlay_changed(self.overlay.remove(file_id)) or on_disk
 
-    def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]]) -> None:
+    def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]],
+              pause: Callable[[], None] = lambda: None) -> None:
         """Files read from disk indexed anew, in one transaction (IndexWriter.write)."""
-        self.writer.write(entries)
+        self.writer.write(entries, pause)
 
     def _by_term(self, columns: str) -> str:
         """A select of a key's rows, chunk by chunk: the rows are keyed by chunk first (a build

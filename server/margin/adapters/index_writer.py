@@ -15,7 +15,7 @@ import contextlib
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
 
@@ -126,16 +126,19 @@ class IndexWriter:
             db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
         return True
 
-    def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]]) -> None:
+    def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]],
+              pause: Callable[[], None] = lambda: None) -> None:
         """Files indexed anew (each replacing its earlier form), in one transaction. A build
         writes a chunk's files at once: the rows of a chunk past every document there was are
-        new, and are inserted without being looked for."""
+        new, and are inserted without being looked for. `pause()` is called before each file
+        (a build gives way to the editor's requests; if it raises, nothing is written)."""
         with self.lock, self.transaction() as db:
             changes: dict[str, dict[int, int]] = {}
             """postings key → {doc: its new tf, 0 to drop it}"""
             start = self._next_doc()
             fresh, rows = -(-start // CHUNK), index_rows.FreshRows(CHUNK)  # the first chunk no document was in
             for file_id, entry, stamp in entries:
+                pause()
                 row = db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
                                        "WHERE file_id = ?",
                                        (file_id,)).fetchone()

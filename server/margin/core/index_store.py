@@ -1,21 +1,22 @@
 """A workspace folder's retrieval index and where it is kept between runs: the ports the
-retrieval service works through, and the in-memory index behind them today.
+retrieval service works through, and an index in memory behind them.
 
 - `WorkspaceIndex`: what a folder is searched with. A file is put (from the editor's buffer, or
   from the disk with its `Stamp`) or removed one at a time; `search` ranks (core.retrieval);
   `save(pause)` keeps the index for the next run.
-- `IndexStore`: where a folder's index is kept. At start-up `rebuild()` makes the index anew as
-  the folder's scan offers each file: `reuse(file_id, stamp)` takes a file over from what was
+- `IndexStore`: where a folder's index is kept. At start-up `rebuild(pause)` makes the index
+  anew as the folder's scan offers each file (work done in its own thread, `pause()` called
+  between files, its writes included): `reuse(file_id, stamp)` takes a file over from what was
   kept when its stamp still matches (nothing read), else the file is read and `put`;
   `finish()` gives the new index, which replaces the one searched so far. An index kept on
   disk and written in place answers while it is rebuilt (`live`); one in memory only once built.
 
-`MemoryIndex` holds the index in memory (core.retrieval.RetrievalIndex, with the stamp of each
-file read from disk beside it) and is kept as each file's exported form (`StoredFile`):
-adapters.index_file keeps them in one gzipped JSON file, `NoStoredIndex` nowhere. An index kept
-on disk and queried in place (adapters.index_db, kept by adapters.disk_index_store) implements
-the same ports: `reuse` checks the stamp where it is kept, `put` and `remove` update one file,
-`search` queries, `save` has nothing left to do.
+The server's index is kept on disk and queried in place (adapters.index_db, kept by
+adapters.disk_index_store): `reuse` checks the stamp where it is kept, `put` and `remove`
+update one file, `search` queries, `save` has nothing left to do. `MemoryIndex` holds an index
+in memory (core.retrieval.RetrievalIndex, with the stamp of each file read from disk beside it),
+for a server whose thread store is not on disk either (`NoStoredIndex`: kept nowhere) and for
+the tests, which keep it as each file's exported form (`StoredFile`).
 
 A kept index may fail to answer a request (another server of the folder holding the file's write
 lock too long, a full disk): it raises `IndexUnavailable`, and the request goes on without
@@ -82,8 +83,9 @@ class IndexRebuild(Protocol):
 
 
 class IndexStore(Protocol):
-    def rebuild(self) -> IndexRebuild:
-        """Start a new index, reusing what was kept (read here: called in a worker thread)."""
+    def rebuild(self, pause: Pause = lambda: None) -> IndexRebuild:
+        """Start a new index, reusing what was kept (read here: called in a worker thread);
+        `pause()` is called between files of the rebuild's writes too."""
         ...
 
 
@@ -174,5 +176,5 @@ class MemoryRebuild:
 class NoStoredIndex:
     """An IndexStore that keeps nothing (the thread store is not on disk either)."""
 
-    def rebuild(self) -> MemoryRebuild:
+    def rebuild(self, pause: Pause = lambda: None) -> MemoryRebuild:
         return MemoryRebuild({})

@@ -180,7 +180,7 @@ class Retrieval:
             index.dirty -= dirty | {b[0] for b in buffers}
             work = (index.files, searched, buffers, dirty, message, limit, signals, exclude)
             try:
-                if index.progress.scanned <= INLINE_FILES:
+                if max(index.progress.scanned, index.progress.expected or 0) <= INLINE_FILES:
                     hits, files = _refresh_and_search(*work)
                 else:
                     hits, files = await asyncio.to_thread(_refresh_and_search, *work)
@@ -209,7 +209,7 @@ class Retrieval:
         stop = threading.Event()
         pause = _Pause(self.app.queue.indexing_may_run, stop)
         try:
-            rebuild = await asyncio.to_thread(self._store(index).rebuild)
+            rebuild = await asyncio.to_thread(self._store(index).rebuild, pause)
             index.progress.expected = rebuild.expected
             if rebuild.live is not None:
                 index.index = rebuild.live
@@ -309,7 +309,7 @@ def _refresh_and_search(files: FolderFiles, searched: WorkspaceIndex, buffers: l
 def _build(files: FolderFiles, store: IndexStore, pause: Pause = lambda: None) -> tuple[WorkspaceIndex, int]:
     """A new index of the folder's files, taking over from `store` each file whose stamp is
     unchanged (and how many were); `pause()` is called before each file."""
-    return _fill(files, store.rebuild(), pause, Progress(), ())
+    return _fill(files, store.rebuild(pause), pause, Progress(), ())
 
 
 def _fill(files: FolderFiles, rebuild: IndexRebuild, pause: Pause, progress: Progress,

@@ -4,6 +4,8 @@ batches written so far; the result searches as an index built in memory from the
 
 from __future__ import annotations
 
+import pytest
+
 from margin.adapters import disk_index_store
 from margin.adapters.disk_index_store import DiskIndexStore, DiskRebuild
 from margin.core.retrieval import RetrievalIndex
@@ -79,6 +81,29 @@ def test_a_batch_is_written_once_it_holds_enough_lines_or_is_old_enough(tmp_path
     rebuild.put(file_id, text, str(hash(text)), stamp)
     assert len(rebuild.index) == 5  # pending: the next batch waits longer
     rebuild.finish().close()
+
+
+def test_a_builds_writes_give_way_between_files_and_a_stop_writes_nothing(tmp_path):
+    """The rebuild's `pause` is called before each file of a batch's write (so indexing waits
+    while the editor's requests run); one that raises (shutdown) leaves the batch unwritten."""
+    calls = []
+
+    def pause():
+        calls.append(len(calls))
+        if len(calls) == 5:
+            raise RuntimeError("stopped")
+
+    rebuild = DiskIndexStore("file:///ws", tmp_path).rebuild(pause)
+    rebuild._batch, rebuild._wait = 3, float("inf")
+    files = list(files_of(6).items())
+    for file_id, (text, stamp) in files[:3]:
+        rebuild.put(file_id, text, str(hash(text)), stamp)
+    assert calls == [0, 1, 2] and len(rebuild.index) == 3
+    with pytest.raises(RuntimeError):
+        for file_id, (text, stamp) in files[3:]:
+            rebuild.put(file_id, text, str(hash(text)), stamp)
+    assert len(rebuild.index) == 3 and rebuild.index.file_data("pkg/mod_3.py") is None  # rolled back whole
+    rebuild.index.close()
 
 
 def test_two_stores_of_one_folder_share_its_file(tmp_path):

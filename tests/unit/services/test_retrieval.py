@@ -272,3 +272,26 @@ async def test_a_cold_start_answers_from_what_the_index_on_disk_holds_so_far(app
     await again.indexed(MAIN)
     (progress,) = again.progress().values()
     assert ws.files.reads == [] and progress.expected == progress.reused == 40
+
+
+async def test_in_a_large_folder_a_requests_indexing_and_search_run_off_the_event_loop(apps, monkeypatch):
+    """Past INLINE_FILES files, a request's indexing (here: a file changed on disk, read again)
+    and search run in a worker thread; the snippets are the same."""
+    import margin.services.retrieval as retrieval_module
+
+    class Watched(FakeFolderFiles):
+        def read(self, file_id: str, limit: int) -> bytes | None:
+            self.threads.append(threading.get_ident())
+            return super().read(file_id, limit)
+
+    files = Watched({"billing/invoice.py": INVOICE, "util/helpers.py": FILLER})
+    files.threads = []
+    retrieval = apps(FakeWorkspace(files))
+    assert await snippets(retrieval, "invoice total with tax") == ["billing/invoice.py"]
+    monkeypatch.setattr(retrieval_module, "INLINE_FILES", 1)
+    files.write("util/helpers.py", FILLER + "\ndef walrus_tariff(order):\n    return order.total\n")
+    retrieval.touched(f"{WS}/util/helpers.py")
+    files.threads.clear()
+    found = await text(retrieval, "how is the walrus tariff computed?")
+    assert "def walrus_tariff(order):" in found
+    assert files.threads and threading.get_ident() not in files.threads[:1]  # read again in a worker thread
