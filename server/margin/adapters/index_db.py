@@ -76,8 +76,11 @@ class DiskIndex:
         """this server's open buffers whose text is not the file's on disk"""
         self._documents = 0
         """the document count `content_scores` last scored with (the overlay's included)"""
-        self._forms: OrderedDict[str, FileData] = OrderedDict()
-        """file id → its indexed form, as read lately (checked against its fingerprint)"""
+        self._forms: OrderedDict[str, tuple[FileData, int]] = OrderedDict()
+        """file id → its indexed form, as read lately, and the data_version it was last found
+        current at (checked against the file's fingerprint once the file changed since)"""
+        self._pinned = False
+        """within a search: the file is taken as it was when the search began"""
         self._form_lines = 0
 
     def close(self) -> None:
@@ -89,7 +92,9 @@ class DiskIndex:
 
     def _current(self) -> None:
         """The lengths as the file holds them: read again after any commit (the writer's
-        connection is another connection too)."""
+        connection is another connection too). Asked once a search (`_pinned`)."""
+        if self._pinned:
+            return
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._seen:
             return
@@ -137,23 +142,30 @@ class DiskIndex:
         if (overlaid := self.overlay.files.get(file_id)) is not None:
             return overlaid.entry
         with self._lock:
-            row = self._db.execute("SELECT doc, fingerprint, lines FROM files WHERE file_id = ?", (file_id,)).fetchone()
-            if row is None:
-                return None
-            doc, print_, lines = row
-            entry = self._forms.pop(file_id, None)
-            if entry is None or entry.fingerprint != print_ or entry.doc != doc:
-                if entry is not None:
-                    self._form_lines -= entry.lines
-                found = self._db.execute("SELECT data FROM forms WHERE doc = ?", (doc,)).fetchone()
-                if found is None:
+            self._current()
+            kept = self._forms.pop(file_id, None)
+            if kept is not None and kept[1] == self._seen:
+                entry = kept[0]
+            else:
+                row = self._db.execute("SELECT doc, fingerprint, lines FROM files WHERE file_id = ?",
+                                       (file_id,)).fetchone()
+                if kept is not None:
+                    self._form_lines -= kept[0].lines
+                if row is None:
                     return None
-                entry = index_rows.unpack_file(found[0], print_, lines)
-                entry.doc = doc
+                doc, print_, lines = row
+                if kept is not None and kept[0].fingerprint == print_ and kept[0].doc == doc:
+                    entry = kept[0]
+                else:
+                    found = self._db.execute("SELECT data FROM forms WHERE doc = ?", (doc,)).fetchone()
+                    if found is None:
+                        return None
+                    entry = index_rows.unpack_file(found[0], print_, lines)
+                    entry.doc = doc
                 self._form_lines += entry.lines
-            self._forms[file_id] = entry
+            self._forms[file_id] = (entry, self._seen)
             while self._form_lines > FORMS_KEPT_LINES and len(self._forms) > 1:
-                self._form_lines -= self._forms.popitem(last=False)[1].lines
+                self._form_lines -= self._forms.popitem(last=False)[1][0].lines
             return entry
 
     def docs_of(self, file_ids: Iterable[str]) -> dict[str, int]:
@@ -203,12 +215,15 @@ class DiskIndex:
         return found
 
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
-        found = {}
-        for key in dict.fromkeys(keys):
-            rows = self._db.execute(self._by_term("chunk, data"), (key,)).fetchall()
-            if rows:
-                found[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in rows], [data for _, data in rows])
-        return found
+        """The postings of `keys`, read in one statement (each key's rows in chunk order)."""
+        wanted = list(dict.fromkeys(keys))
+        rows: dict[str, list[tuple[int, bytes]]] = {}
+        for start in range(0, len(wanted), 500):  # under SQLite's limit of variables a statement
+            part = wanted[start:start + 500]
+            for term, chunk, data in self._db.execute(self._by_terms(len(part)), part):
+                rows.setdefault(term, []).append((chunk, data))
+        return {key: index_rows.decode_rows([chunk * CHUNK for chunk, _ in found], [data for _, data in found])
+                for key in wanted if (found := rows.get(key))}
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
         """The best `pool` documents by the code's BM25, as `Postings.score` scores them."""
@@ -251,8 +266,13 @@ class DiskIndex:
 
     def search(self, query: str, *, limit: int = 8, signals: Signals | None = None,
                exclude: Collection[str] = ()) -> list[Hit]:
-        with _unavailable_on_error():
-            return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
+        with _unavailable_on_error(), self._lock:
+            self._current()
+            self._pinned = True
+            try:
+                return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
+            finally:
+                self._pinned = False
 
     def save(self, pause: Callable[[], None]) -> None:
         """Nothing to do: every write has landed in the file."""
@@ -299,12 +319,18 @@ class DiskIndex:
         """Files read from disk indexed anew, in one transaction (IndexWriter.write)."""
         self.writer.write(entries, pause)
 
+    def _chunks(self) -> str:
+        return ",".join(map(str, range(-(-len(self._lengths) // CHUNK))))
+
     def _by_term(self, columns: str) -> str:
         """A select of a key's rows, chunk by chunk: the rows are keyed by chunk first (a build
         appends), so each chunk is one look-up."""
-        chunks = -(-len(self._lengths) // CHUNK)
-        return f"SELECT {columns} FROM postings WHERE chunk IN ({','.join(map(str, range(chunks)))}) AND term = ? " \
-               "ORDER BY chunk"
+        return f"SELECT {columns} FROM postings WHERE chunk IN ({self._chunks()}) AND term = ? ORDER BY chunk"
+
+    def _by_terms(self, count: int) -> str:
+        """`_by_term` for `count` keys at once (term, chunk, data), each key's rows in chunk order."""
+        return f"SELECT term, chunk, data FROM postings WHERE chunk IN ({self._chunks()}) " \
+               f"AND term IN ({','.join('?' * count)}) ORDER BY term, chunk"
 
 
 @contextlib.contextmanager
