@@ -1,8 +1,8 @@
 """The rows of the on-disk retrieval index (adapters.index_db), compact because a workspace has
 a row per (term, chunk) and most terms are held by one file.
 
-A postings row is one blob: a byte giving the width of its term frequencies (2, or 4 when one
-is 65,536 or more), the documents as 2-byte offsets from the chunk's first document (a chunk
+A postings row is one blob: a byte giving the width of its term frequencies (1; 2 when one is
+256 or more; 4 when one is 65,536 or more), the documents as 2-byte offsets from the chunk's first document (a chunk
 is index_db.CHUNK ≤ 65,536 documents), then the term frequencies; little-endian. A row is
 merged with changes (documents added, changed, or dropped with a term frequency of 0) in
 Python while short, in numpy when long.
@@ -28,7 +28,9 @@ from margin.core.retrieval.dense import Posting
 from margin.core.retrieval.filedata import FileData
 
 _LITTLE = sys.byteorder == "little"
-_WIDE = 1 << 16
+_CODES = {1: "B", 2: "H", 4: "I"}
+"""a row's width → the `array` typecode of its term frequencies"""
+_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
 _SMALL = 64
 """rows of at most this many documents are merged in Python, longer ones in numpy"""
 ZLIB_LEVEL = 3
@@ -49,8 +51,12 @@ def _array(code: str, data: bytes | memoryview) -> array[int]:
     return values
 
 
+def width(largest: int) -> int:
+    """The width of a row whose largest term frequency is `largest`."""
+    return 1 if largest < 1 << 8 else 2 if largest < 1 << 16 else 4
+
+
 _OFFSETS = [offset.to_bytes(2, "little") for offset in range(1 << 16)]
-_SHORT = [tf.to_bytes(2, "little") for tf in range(1024)]
 
 
 class FreshRows:
@@ -69,13 +75,14 @@ class FreshRows:
         for key, tf in counts:
             row = rows.get(key)
             if row is None:
-                row = rows[key] = [bytearray(), bytearray(), 2]
+                row = rows[key] = [bytearray(), bytearray(), 1]
             row[0] += offset
-            if tf < 1024 and row[2] == 2:
-                row[1] += _SHORT[tf]
+            if tf < 256 and row[2] == 1:
+                row[1].append(tf)
             else:
-                if tf >= _WIDE and row[2] == 2:
-                    row[1], row[2] = bytearray(np.frombuffer(row[1], "<u2").astype("<u4").tobytes()), 4
+                if (wide := width(tf)) > row[2]:
+                    row[1] = bytearray(np.frombuffer(row[1], _DTYPES[row[2]]).astype(_DTYPES[wide]).tobytes())
+                    row[2] = wide
                 row[1] += tf.to_bytes(row[2], "little")
 
     def rows(self) -> list[tuple[int, str, bytes]]:
@@ -91,22 +98,21 @@ def size(row: bytes) -> int:
 
 def encode(chunk_start: int, pairs: Sequence[tuple[int, int]]) -> bytes:
     """A row of (document, term frequency) pairs, sorted by document."""
-    width = 4 if any(tf >= _WIDE for _, tf in pairs) else 2
-    return bytes((width,)) + _bytes(array("H", [d - chunk_start for d, _ in pairs])) + \
-        _bytes(array("I" if width == 4 else "H", [tf for _, tf in pairs]))
+    wide = width(max((tf for _, tf in pairs), default=0))
+    return bytes((wide,)) + _bytes(array("H", [d - chunk_start for d, _ in pairs])) + \
+        _bytes(array(_CODES[wide], [tf for _, tf in pairs]))
 
 
 def encode_arrays(chunk_start: int, docs: np.ndarray, tfs: np.ndarray) -> bytes:
     """`encode` of documents and term frequencies given as arrays, sorted by document."""
-    width = 4 if len(tfs) and int(tfs.max()) >= _WIDE else 2
-    return bytes((width,)) + (docs - chunk_start).astype("<u2").tobytes() + \
-        tfs.astype("<u4" if width == 4 else "<u2").tobytes()
+    wide = width(int(tfs.max()) if len(tfs) else 0)
+    return bytes((wide,)) + (docs - chunk_start).astype("<u2").tobytes() + tfs.astype(_DTYPES[wide]).tobytes()
 
 
 def decode(chunk_start: int, row: bytes) -> Posting:
-    n, width = size(row), row[0]
+    n, wide = size(row), row[0]
     offsets = np.frombuffer(row, dtype="<u2", count=n, offset=1)
-    tfs = np.frombuffer(row, dtype="<u4" if width == 4 else "<u2", count=n, offset=1 + 2 * n)
+    tfs = np.frombuffer(row, dtype=_DTYPES[wide], count=n, offset=1 + 2 * n)
     return Posting(offsets.astype(np.int64) + chunk_start, tfs)
 
 
@@ -115,20 +121,22 @@ def decode_rows(chunk_starts: Sequence[int], rows: Sequence[bytes]) -> Posting:
     concatenated, in a few numpy passes over all of them rather than a few per row."""
     if len(rows) == 1:
         return decode(chunk_starts[0], rows[0])
-    if any(row[0] != 2 for row in rows):  # a term frequency of 65,536 or more: rare
+    wide = rows[0][0]
+    if wide == 4 or any(row[0] != wide for row in rows):  # rows of other widths: rare
         parts = [decode(start, row) for start, row in zip(chunk_starts, rows, strict=True)]
-        return Posting(np.concatenate([p.docs for p in parts]), np.concatenate([p.tfs for p in parts]))
-    # each row is a width byte, then n 2-byte offsets, then n 2-byte tfs: 4n + 1 bytes
-    counts = [(len(row) - 1) // 4 for row in rows]
+        return Posting(np.concatenate([p.docs for p in parts]),
+                       np.concatenate([p.tfs.astype(np.uint32) for p in parts]))
+    # each row is a width byte, then n 2-byte offsets, then n term frequencies of that width
+    counts = [(len(row) - 1) // (2 + wide) for row in rows]
     offsets = np.frombuffer(b"".join([row[1:1 + 2 * n] for row, n in zip(rows, counts, strict=True)]), dtype="<u2")
-    tfs = np.frombuffer(b"".join([row[1 + 2 * n:] for row, n in zip(rows, counts, strict=True)]), dtype="<u2")
+    tfs = np.frombuffer(b"".join([row[1 + 2 * n:] for row, n in zip(rows, counts, strict=True)]), dtype=_DTYPES[wide])
     return Posting(offsets.astype(np.int64) + np.repeat(np.asarray(chunk_starts, dtype=np.int64), counts), tfs)
 
 
 def _pairs(chunk_start: int, row: bytes) -> dict[int, int]:
     n, view = size(row), memoryview(row)
     offsets = _array("H", view[1:1 + 2 * n])
-    tfs = _array("I" if row[0] == 4 else "H", view[1 + 2 * n:])
+    tfs = _array(_CODES[row[0]], view[1 + 2 * n:])
     return {chunk_start + offset: tf for offset, tf in zip(offsets, tfs, strict=True)}
 
 

@@ -24,7 +24,7 @@ from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
 
-FORMAT = 4
+FORMAT = 5
 """the layout's version, in `meta`: a file of another version is made anew"""
 CHUNK = 2048
 """documents a postings row covers (at most 65,536: a row holds them as 2-byte offsets)"""

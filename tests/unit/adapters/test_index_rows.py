@@ -69,16 +69,32 @@ def test_fresh_rows_are_the_rows_encode_makes():
 
 
 def test_a_terms_rows_of_several_chunks_decode_as_one_posting():
-    """decode_rows, all at once, is each row's `decode` concatenated (a wide row among them too)."""
+    """decode_rows, all at once, is each row's `decode` concatenated: rows of 1-byte term
+    frequencies, of 2-byte ones, and of mixed widths."""
     rng = random.Random(3)
-    for wide in (False, True):
+    for variant in ("narrow", "all 2-byte", "mixed"):
         starts = [0, 64, 192]
         pairs = [sorted({start + rng.randrange(64): rng.randint(1, 9) for _ in range(rng.randint(1, 20))}.items())
                  for start in starts]
-        if wide:
+        if variant == "all 2-byte":
+            pairs = [[(part[0][0], 300), *part[1:]] for part in pairs]
+        if variant == "mixed":
             pairs[1][0] = (pairs[1][0][0], 70_000)
         rows = [index_rows.encode(start, part) for start, part in zip(starts, pairs, strict=True)]
+        assert sorted({row[0] for row in rows}) == {"narrow": [1], "all 2-byte": [2], "mixed": [1, 4]}[variant]
         posting = index_rows.decode_rows(starts, rows)
         assert list(zip(posting.docs.tolist(), posting.tfs.tolist(), strict=True)) == [p for part in pairs for p in part]
     one = index_rows.decode_rows([64], [index_rows.encode(64, [(70, 2)])])
     assert (one.docs.tolist(), one.tfs.tolist()) == ([70], [2])
+
+
+def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
+    """1 byte a term frequency up to 255, 2 up to 65,535, 4 beyond: a row of ones is 3 bytes a
+    document; FreshRows widens a row in place when a larger one comes."""
+    assert [index_rows.encode(0, [(0, tf)])[0] for tf in (1, 255, 256, 65_535, 65_536)] == [1, 1, 2, 2, 4]
+    assert len(index_rows.encode(0, [(d, 1) for d in range(10)])) == 1 + 3 * 10
+    fresh = index_rows.FreshRows(64)
+    for doc, tf in enumerate((1, 7, 300, 2, 70_000, 3)):
+        fresh.add(doc, [("t", tf)])
+    ((_, _, row),) = fresh.rows()
+    assert row[0] == 4 and index_rows.decode(0, row).tfs.tolist() == [1, 7, 300, 2, 70_000, 3]
