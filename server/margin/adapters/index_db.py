@@ -30,6 +30,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -222,8 +223,11 @@ class DiskIndex:
             part = wanted[start:start + 500]
             for term, chunk, data in self._db.execute(self._by_terms(len(part)), part):
                 rows.setdefault(term, []).append((chunk, data))
-        return {key: index_rows.decode_rows([chunk * CHUNK for chunk, _ in found], [data for _, data in found])
-                for key in wanted if (found := rows.get(key))}
+        postings = {}
+        for key, found in rows.items():
+            found.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
+            postings[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in found], [data for _, data in found])
+        return postings
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
         """The best `pool` documents by the code's BM25, as `Postings.score` scores them."""
@@ -328,9 +332,9 @@ class DiskIndex:
         return f"SELECT {columns} FROM postings WHERE chunk IN ({self._chunks()}) AND term = ? ORDER BY chunk"
 
     def _by_terms(self, count: int) -> str:
-        """`_by_term` for `count` keys at once (term, chunk, data), each key's rows in chunk order."""
+        """`_by_term` for `count` keys at once (term, chunk, data), in no order."""
         return f"SELECT term, chunk, data FROM postings WHERE chunk IN ({self._chunks()}) " \
-               f"AND term IN ({','.join('?' * count)}) ORDER BY term, chunk"
+               f"AND term IN ({','.join('?' * count)})"
 
 
 @contextlib.contextmanager
