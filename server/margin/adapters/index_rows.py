@@ -121,15 +121,16 @@ def decode_rows(chunk_starts: Sequence[int], rows: Sequence[bytes]) -> Posting:
     concatenated, in a few numpy passes over all of them rather than a few per row."""
     if len(rows) == 1:
         return decode(chunk_starts[0], rows[0])
-    wide = rows[0][0]
-    if wide == 4 or any(row[0] != wide for row in rows):  # rows of other widths: rare
-        parts = [decode(start, row) for start, row in zip(chunk_starts, rows, strict=True)]
-        return Posting(np.concatenate([p.docs for p in parts]),
-                       np.concatenate([p.tfs.astype(np.uint32) for p in parts]))
     # each row is a width byte, then n 2-byte offsets, then n term frequencies of that width
-    counts = [(len(row) - 1) // (2 + wide) for row in rows]
+    counts = [(len(row) - 1) // (2 + row[0]) for row in rows]
     offsets = np.frombuffer(b"".join([row[1:1 + 2 * n] for row, n in zip(rows, counts, strict=True)]), dtype="<u2")
-    tfs = np.frombuffer(b"".join([row[1 + 2 * n:] for row, n in zip(rows, counts, strict=True)]), dtype=_DTYPES[wide])
+    wide = rows[0][0]
+    if all(row[0] == wide for row in rows):
+        tfs = np.frombuffer(b"".join([row[1 + 2 * n:] for row, n in zip(rows, counts, strict=True)]),
+                            dtype=_DTYPES[wide])
+    else:  # rows of several widths (a common term's, where a large file holds it on 256 lines or more)
+        tfs = np.concatenate([np.frombuffer(row, dtype=_DTYPES[row[0]], count=n, offset=1 + 2 * n)
+                              for row, n in zip(rows, counts, strict=True)])
     return Posting(offsets.astype(np.int64) + np.repeat(np.asarray(chunk_starts, dtype=np.int64), counts), tfs)
 
 
