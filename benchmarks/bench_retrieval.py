@@ -177,6 +177,8 @@ class Figures:
     warm_s: float = math.nan
     size_mb: float = math.nan
     hits: list[list[Any]] = field(default_factory=list)
+    workspace: str = ""
+    """what was measured: files, lines, the changed file"""
 
 
 def queries_and_update(index: Any, queries: list[str], signals: Signals, changed: str, text: str,
@@ -263,20 +265,20 @@ def run(which: str, source: Source) -> Figures:
     history = History(commits)
     active = max(history.recency, key=history.recency.get) if history.recency else None
     signals = Signals(history, active=(active,) if active else ())
-    return (measure_disk if which == "disk" else measure_memory)(texts, queries, signals, changed)
+    figures = (measure_disk if which == "disk" else measure_memory)(texts, queries, signals, changed)
+    figures.workspace = f"{len(texts):,} files, {sum(t.count(chr(10)) for t in texts.values()):,} lines; " \
+                        f"the changed file {changed} ({texts[changed].count(chr(10)):,} lines)"
+    return figures
 
 
 def compare(label: str, source: Source, *, judged: bool) -> None:
     """Both indexes of the workspace, each figure side by side (`judged`: held to the targets)."""
-    texts, _, queries, changed = workspace_of(source)
-    print(f"\n{label}: {len(texts):,} files, {sum(t.count(chr(10)) for t in texts.values()):,} lines; "
-          f"the changed file {changed} ({texts[changed].count(chr(10)):,} lines)", flush=True)
-    del texts
     figures = {}
     for which in ("disk", "memory"):
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             figures[which] = pool.apply(run, (which, source))
     disk, memory = figures["disk"], figures["memory"]
+    print(f"\n{label}: {disk.workspace}")
 
     def row(name: str, on_disk: str, in_memory: str, target: str = "", value: float = math.nan,
             limit: float = math.nan, kind: Literal["time", "exact"] = "time") -> None:
@@ -288,7 +290,7 @@ def compare(label: str, source: Source, *, judged: bool) -> None:
         f"{memory.build_cpu_s:.1f} s ({memory.build_s:.1f})", f"<= {BUILD_S:.0f} s", disk.build_cpu_s, BUILD_S)
     row("memory: the process's growth", f"{disk.growth_mb:.0f} MB", f"{memory.growth_mb:.0f} MB",
         f"<= {GROWTH_MB:.0f} MB", disk.growth_mb, GROWTH_MB, "exact")
-    row(f"query, median of {len(queries) - 1}", f"{disk.query_ms:.1f} ms", f"{memory.query_ms:.1f} ms",
+    row(f"query, median of {len(disk.hits) - 1}", f"{disk.query_ms:.1f} ms", f"{memory.query_ms:.1f} ms",
         f"<= {QUERY_MS:.0f} ms", disk.query_ms, QUERY_MS)
     row("query, worst", f"{disk.worst_ms:.1f} ms", f"{memory.worst_ms:.1f} ms", f"<= {WORST_MS:.0f} ms",
         disk.worst_ms, WORST_MS)
@@ -298,7 +300,7 @@ def compare(label: str, source: Source, *, judged: bool) -> None:
     row("warm start: every stamp checked", f"{disk.warm_s:.2f} s", "-")
     row("size on disk", f"{disk.size_mb:.0f} MB", "-")
     same = sum(a == b for a, b in zip(disk.hits, memory.hits, strict=True))
-    print(f"  the same 8 windows on {same} of {len(queries)} queries (the same best file on "
+    print(f"  the same 8 windows on {same} of {len(disk.hits)} queries (the same best file on "
           f"{sum(bool(a) and bool(b) and a[0][0] == b[0][0] for a, b in zip(disk.hits, memory.hits, strict=True))})")
 
 

@@ -145,29 +145,33 @@ class DiskIndex:
         with self._lock:
             self._current()
             kept = self._forms.pop(file_id, None)
-            if kept is not None and kept[1] == self._seen:
-                entry = kept[0]
-            else:
-                row = self._db.execute("SELECT doc, fingerprint, lines FROM files WHERE file_id = ?",
-                                       (file_id,)).fetchone()
-                if kept is not None:
-                    self._form_lines -= kept[0].lines
-                if row is None:
-                    return None
-                doc, print_, lines = row
-                if kept is not None and kept[0].fingerprint == print_ and kept[0].doc == doc:
-                    entry = kept[0]
-                else:
-                    found = self._db.execute("SELECT data FROM forms WHERE doc = ?", (doc,)).fetchone()
-                    if found is None:
-                        return None
-                    entry = index_rows.unpack_file(found[0], print_, lines)
-                    entry.doc = doc
-                self._form_lines += entry.lines
+            if kept is not None:
+                self._form_lines -= kept[0].lines
+            entry = kept[0] if kept is not None and kept[1] == self._seen else \
+                self._read_form(file_id, kept[0] if kept is not None else None)
+            if entry is None:
+                return None
             self._forms[file_id] = (entry, self._seen)
+            self._form_lines += entry.lines
             while self._form_lines > FORMS_KEPT_LINES and len(self._forms) > 1:
                 self._form_lines -= self._forms.popitem(last=False)[1][0].lines
             return entry
+
+    def _read_form(self, file_id: str, kept: FileData | None) -> FileData | None:
+        """The file's indexed form as the file holds it: `kept` while it is still the one indexed
+        (its fingerprint and document), else read and unpacked."""
+        row = self._db.execute("SELECT doc, fingerprint, lines FROM files WHERE file_id = ?", (file_id,)).fetchone()
+        if row is None:
+            return None
+        doc, print_, lines = row
+        if kept is not None and kept.fingerprint == print_ and kept.doc == doc:
+            return kept
+        found = self._db.execute("SELECT data FROM forms WHERE doc = ?", (doc,)).fetchone()
+        if found is None:
+            return None
+        entry = index_rows.unpack_file(found[0], print_, lines)
+        entry.doc = doc
+        return entry
 
     def docs_of(self, file_ids: Iterable[str]) -> dict[str, int]:
         """The document numbers of the files indexed among `file_ids` (an overlaid file's own)."""
@@ -206,23 +210,25 @@ class DiskIndex:
         with self._lock:
             self._current()
             found = {key: kept[key] for key in keys if key in kept}
-            wanted = [key for key in dict.fromkeys(keys) if key not in found]
-            for start in range(0, len(wanted), 500):  # under SQLite's limit of variables a statement
-                part = wanted[start:start + 500]
-                found.update(self._db.execute(f"{select}({','.join('?' * len(part))})", part).fetchall())
+            found.update(self._select_in(lambda n: f"{select}({','.join('?' * n)})",
+                                         [key for key in dict.fromkeys(keys) if key not in found]))
             if len(kept) > NAMES_KEPT:
                 kept.clear()
             kept.update(found)
         return found
 
+    def _select_in(self, select: Callable[[int], str], keys: list[Any]) -> Iterator[Any]:
+        """The rows of `select(n)`, a statement of n variables, for `keys`, 500 at a time (under
+        SQLite's limit of variables a statement)."""
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            yield from self._db.execute(select(len(part)), part)
+
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
         """The postings of `keys`, read in one statement (each key's rows in chunk order)."""
-        wanted = list(dict.fromkeys(keys))
         rows: dict[str, list[tuple[int, bytes]]] = {}
-        for start in range(0, len(wanted), 500):  # under SQLite's limit of variables a statement
-            part = wanted[start:start + 500]
-            for term, chunk, data in self._db.execute(self._by_terms(len(part)), part):
-                rows.setdefault(term, []).append((chunk, data))
+        for term, chunk, data in self._select_in(self._by_terms, list(dict.fromkeys(keys))):
+            rows.setdefault(term, []).append((chunk, data))
         postings = {}
         for key, found in rows.items():
             found.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
@@ -255,8 +261,8 @@ class DiskIndex:
     def df(self, term: str) -> int:
         with self._lock:
             self._current()
-            rows = self._db.execute(self._by_term("data"), (term,)).fetchall()
-        return sum(index_rows.size(r[0]) for r in rows)
+            found = self._postings([term]).get(term)
+        return 0 if found is None else len(found.docs)
 
     def idf(self, term: str) -> float:
         """The code field's idf of `term`, as `Postings.idf` (the document frequency
@@ -326,13 +332,9 @@ class DiskIndex:
     def _chunks(self) -> str:
         return ",".join(map(str, range(-(-len(self._lengths) // CHUNK))))
 
-    def _by_term(self, columns: str) -> str:
-        """A select of a key's rows, chunk by chunk: the rows are keyed by chunk first (a build
-        appends), so each chunk is one look-up."""
-        return f"SELECT {columns} FROM postings WHERE chunk IN ({self._chunks()}) AND term = ? ORDER BY chunk"
-
     def _by_terms(self, count: int) -> str:
-        """`_by_term` for `count` keys at once (term, chunk, data), in no order."""
+        """A select of `count` keys' rows (term, chunk, data), in no order: the rows are keyed by
+        chunk first (a build appends), so each chunk of each key is one look-up."""
         return f"SELECT term, chunk, data FROM postings WHERE chunk IN ({self._chunks()}) " \
                f"AND term IN ({','.join('?' * count)})"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from margin.lsp.wire import _Wire
 from margin.services.diagnosis import ProfileStatus
+from margin.services.retrieval import Progress
 
 
 class StatusParams(_Wire):
@@ -41,6 +42,11 @@ class IndexStatusModel(_Wire):
     files_expected: int | None
     """files the kept index held as the scan began (about how many the scan will find), or
     null while it is being opened"""
+
+    @classmethod
+    def of_folder(cls, folder: str, progress: Progress) -> IndexStatusModel:
+        return cls(folder=folder, ready=progress.ready, files_scanned=progress.scanned,
+                   files_reused=progress.reused, files_expected=progress.expected)
 
 
 class StatusResult(_Wire):

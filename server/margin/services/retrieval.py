@@ -176,8 +176,9 @@ class Retrieval:
         signals = Signals(index.history, active + [file_id(f.uri) for f in mine], edited)
         exclude = {file_id(uri) for uri in shown}
         async with index.lock:
-            dirty = set() if not index.progress.ready else index.dirty - {b[0] for b in buffers}
-            index.dirty -= dirty | {b[0] for b in buffers}
+            opened = {file_id for file_id, _, _ in buffers}  # indexed from their buffers
+            dirty = index.dirty - opened if index.progress.ready else set()
+            index.dirty -= dirty | opened
             work = (index.files, searched, buffers, dirty, message, limit, signals, exclude)
             try:
                 if max(index.progress.scanned, index.progress.expected or 0) <= INLINE_FILES:

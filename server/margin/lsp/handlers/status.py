@@ -24,10 +24,9 @@ async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                                     profiles={r.name: wire_status.ProfileStatusModel.of(r) for r in reports},
                                     files=[wire_status.FileStatusModel.of(file) for file in app.files.files()],
                                     background=sorted(task.get_name() for task in app.background),
-                                    indexes=[wire_status.IndexStatusModel(
-                                        folder=folder, ready=p.ready, files_scanned=p.scanned,
-                                        files_reused=p.reused, files_expected=p.expected)
-                                        for folder, p in ls.services.retrieval.progress().items()]).dump()
+                                    indexes=[wire_status.IndexStatusModel.of_folder(folder, progress)
+                                             for folder, progress in ls.services.retrieval.progress().items()]
+                                    ).dump()
 
 
 def register(server: MarginLanguageServer) -> None:
