@@ -134,6 +134,16 @@ def decode_rows(chunk_starts: Sequence[int], rows: Sequence[bytes]) -> Posting:
     return Posting(offsets.astype(np.int64) + np.repeat(np.asarray(chunk_starts, dtype=np.int64), counts), tfs)
 
 
+def appended(row: bytes, more: bytes) -> bytes:
+    """A row with the documents of `more` (all after its own) added at its end."""
+    n, m = size(row), size(more)
+    wide = max(row[0], more[0])
+    tfs = [row[1 + 2 * n:], more[1 + 2 * m:]]
+    if row[0] != more[0]:
+        tfs = [np.frombuffer(tf, _DTYPES[part[0]]).astype(_DTYPES[wide]).tobytes() for tf, part in zip(tfs, (row, more), strict=True)]
+    return b"".join((bytes((wide,)), row[1:1 + 2 * n], more[1:1 + 2 * m], *tfs))
+
+
 def _pairs(chunk_start: int, row: bytes) -> dict[int, int]:
     n, view = size(row), memoryview(row)
     offsets = _array("H", view[1:1 + 2 * n])

@@ -73,6 +73,7 @@ class IndexWriter:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db, self.lock = connect(path), threading.Lock()
+        self.db.create_function("margin_appended", 2, index_rows.appended, deterministic=True)
         with self.lock:
             self._prepare()
 
@@ -129,14 +130,16 @@ class IndexWriter:
     def write(self, entries: Sequence[tuple[str, FileData, Stamp | None]],
               pause: Callable[[], None] = lambda: None) -> None:
         """Files indexed anew (each replacing its earlier form), in one transaction. A build
-        writes a chunk's files at once: the rows of a chunk past every document there was are
-        new, and are inserted without being looked for. `pause()` is called before each file
+        writes a batch of new files at once: their documents come after every document there
+        was, so their rows are made whole in memory and inserted in key order, each appended to
+        the row its key already has in its chunk (none but in the chunk the last batch ended
+        in), without a look-up per key. `pause()` is called before each file
         (a build gives way to the editor's requests; if it raises, nothing is written)."""
         with self.lock, self.transaction() as db:
             changes: dict[str, dict[int, int]] = {}
             """postings key → {doc: its new tf, 0 to drop it}"""
             start = self._next_doc()
-            fresh, rows = -(-start // CHUNK), index_rows.FreshRows(CHUNK)  # the first chunk no document was in
+            rows = index_rows.FreshRows(CHUNK)
             for file_id, entry, stamp in entries:
                 pause()
                 row = db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
@@ -155,12 +158,7 @@ class IndexWriter:
                             changes.setdefault(term, {})[doc] = tf
                 else:
                     doc, start = start, start + 1
-                    counted = chain(new.items(), ((PATH + term, tf) for term, tf in paths.items()))
-                    if doc // CHUNK >= fresh:
-                        rows.add(doc, counted)
-                    else:
-                        for key, tf in counted:
-                            changes.setdefault(key, {})[doc] = tf
+                    rows.add(doc, chain(new.items(), ((PATH + term, tf) for term, tf in paths.items())))
                 db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
                     "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -168,8 +166,10 @@ class IndexWriter:
                 db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
                                  (doc, index_rows.pack_file(entry)))
             self.apply(changes)
-            # in key order, past every row there was: the B-tree grows at its end
-            db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?)", rows.rows())
+            # in key order; a key's row in the chunk the last batch ended in has only documents
+            # before these: they are appended to it
+            db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?) ON CONFLICT (chunk, term) "
+                           "DO UPDATE SET data = margin_appended(data, excluded.data)", rows.rows())
 
     def _next_doc(self) -> int:
         row = self.db.execute("SELECT max(doc) FROM files").fetchone()

@@ -98,3 +98,15 @@ def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
         fresh.add(doc, [("t", tf)])
     ((_, _, row),) = fresh.rows()
     assert row[0] == 4 and index_rows.decode(0, row).tfs.tolist() == [1, 7, 300, 2, 70_000, 3]
+
+
+@pytest.mark.parametrize("widths", [(1, 1), (1, 2), (4, 1), (2, 4)])
+def test_a_row_appended_to_holds_both_rows_documents_at_its_width(widths):
+    """The rows a build's batch adds to the chunk the last batch ended in are appended to the
+    rows there (their documents all come later), widened to the larger width."""
+    big = {1: 1, 2: 300, 4: 70_000}
+    first = [(0, 1), (5, big[widths[0]])]
+    later = [(9, big[widths[1]]), (40, 2)]
+    row = index_rows.appended(index_rows.encode(0, first), index_rows.encode(0, later))
+    assert row == index_rows.encode(0, first + later)
+    assert row[0] == max(widths)

@@ -45,22 +45,38 @@ def split_identifier(word: str) -> tuple[str, ...]:
     """The lowercase, stemmed parts of one identifier (no stopword filtering)."""
     parts: list[str] = []
     for chunk in word.split("_"):
-        if not chunk:
-            continue
-        if (chunk.islower() or chunk.isdigit()) and (chunk.isalpha() or chunk.isdigit()):
-            parts.append(stem(chunk))
-            continue
-        parts.extend(stem(p.lower()) for p in _PARTS.findall(chunk))
+        if chunk:
+            parts += _chunk_terms(chunk)[0]
     return tuple(parts)
 
 
 @lru_cache(maxsize=_WORD_CACHE)
+def _chunk_terms(chunk: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The parts of an identifier's piece between underscores, and those of them kept as terms
+    (no stopword, more than one character). Pieces repeat far more than whole identifiers do."""
+    if (chunk.islower() or chunk.isdigit()) and (chunk.isalpha() or chunk.isdigit()):
+        parts: tuple[str, ...] = (stem(chunk),)
+    else:
+        parts = tuple(stem(p.lower()) for p in _PARTS.findall(chunk))
+    return parts, tuple(p for p in parts if p not in STOPWORDS and len(p) > 1)
+
+
+@lru_cache(maxsize=_WORD_CACHE)
 def _word_terms(word: str) -> tuple[str, ...]:
-    parts = split_identifier(word)
-    kept = tuple(p for p in parts if p not in STOPWORDS and len(p) > 1)
-    if len(parts) > 1:
-        return kept + ("".join(parts),)
-    return kept
+    """The terms of one word: its kept parts, then all its parts joined when it has several."""
+    if "_" not in word:
+        parts, kept = _chunk_terms(word)
+        return kept + ("".join(parts),) if len(parts) > 1 else kept
+    every: list[str] = []
+    terms: list[str] = []
+    for chunk in word.split("_"):
+        if chunk:
+            parts, kept = _chunk_terms(chunk)
+            every += parts
+            terms += kept
+    if len(every) > 1:
+        terms.append("".join(every))
+    return tuple(terms)
 
 
 def text_terms(text: str) -> list[str]:
