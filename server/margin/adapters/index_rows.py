@@ -18,8 +18,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -56,39 +55,60 @@ def width(largest: int) -> int:
     return 1 if largest < 1 << 8 else 2 if largest < 1 << 16 else 4
 
 
-_OFFSETS = [offset.to_bytes(2, "little") for offset in range(1 << 16)]
-
-
 class FreshRows:
-    """The postings rows of chunks no document was in before (a build's), made as their
-    documents are added in rising order: bytes appended, no row read or merged."""
+    """The postings rows of documents past every document there was (a build's batch), made
+    at once from each document's keys and term frequencies: grouped and encoded in numpy, no
+    row read or merged."""
 
     def __init__(self, chunk: int) -> None:
         self._chunk = chunk
-        self._rows: dict[int, dict[str, list[Any]]] = {}
-        """chunk → key → [offsets, term frequencies, their width]"""
+        self._keys: list[str] = []
+        self._tfs: list[np.ndarray] = []
+        self._docs: list[int] = []
+        self._sizes: list[int] = []
 
-    def add(self, doc: int, counts: Iterable[tuple[str, int]]) -> None:
-        chunk = doc // self._chunk
-        rows = self._rows.setdefault(chunk, {})
-        offset = _OFFSETS[doc - chunk * self._chunk]
-        for key, tf in counts:
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = [bytearray(), bytearray(), 1]
-            row[0] += offset
-            if tf < 256 and row[2] == 1:
-                row[1].append(tf)
-            else:
-                if (wide := width(tf)) > row[2]:
-                    row[1] = bytearray(np.frombuffer(row[1], _DTYPES[row[2]]).astype(_DTYPES[wide]).tobytes())
-                    row[2] = wide
-                row[1] += tf.to_bytes(row[2], "little")
+    def add(self, doc: int, keys: list[str], tfs: Sequence[int]) -> None:
+        """A document's keys (each once) and their term frequencies; documents come in rising order."""
+        self._keys += keys
+        self._tfs.append(np.asarray(tfs, dtype=np.int64))
+        self._docs.append(doc)
+        self._sizes.append(len(keys))
 
     def rows(self) -> list[tuple[int, str, bytes]]:
-        """(chunk, key, row), in key order."""
-        return [(chunk, key, bytes((row[2],)) + row[0] + row[1])
-                for chunk, rows in sorted(self._rows.items()) for key, row in sorted(rows.items())]
+        """(chunk, key, row), in that order (a B-tree keyed so grows at its end)."""
+        if not self._keys:
+            return []
+        names = sorted(set(self._keys))
+        rank = dict(zip(names, range(len(names)), strict=True))
+        docs = np.repeat(np.asarray(self._docs, dtype=np.int64), self._sizes)
+        # by chunk, then key; a stable sort keeps each key's documents in their rising order
+        group = docs // self._chunk * len(names) + np.fromiter(map(rank.__getitem__, self._keys), np.int64,
+                                                               len(self._keys))
+        order = np.argsort(group, kind="stable")
+        group, docs, tfs = group[order], docs[order], np.concatenate(self._tfs)[order]
+        starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+        counts = np.diff(np.append(starts, len(group)))
+        largest = np.maximum.reduceat(tfs, starts)
+        wide = np.where(largest < 1 << 8, 1, np.where(largest < 1 << 16, 2, 4))
+        sizes = 1 + counts * (2 + wide)
+        ends = np.cumsum(sizes)
+        at = ends - sizes  # where each row begins in `out`: its width, its offsets, its term frequencies
+        out = np.zeros(int(ends[-1]), dtype=np.uint8)
+        out[at] = wide
+        row = np.repeat(np.arange(len(starts)), counts)
+        nth = np.arange(len(group)) - starts[row]
+        offsets = docs - group // len(names) * self._chunk
+        place = at[row] + 1 + 2 * nth
+        out[place], out[place + 1] = offsets & 0xFF, offsets >> 8
+        width = wide[row]
+        place = at[row] + 1 + 2 * counts[row] + width * nth
+        for byte in range(4):
+            part = width > byte
+            out[place[part] + byte] = tfs[part] >> 8 * byte & 0xFF
+        data = out.tobytes()
+        keys = group[starts]
+        return list(zip((keys // len(names)).tolist(), map(names.__getitem__, (keys % len(names)).tolist()),
+                        [data[a:b] for a, b in zip(at.tolist(), ends.tolist(), strict=True)], strict=True))
 
 
 def size(row: bytes) -> int:

@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain
 from pathlib import Path
 
 from margin.adapters import index_rows
@@ -146,19 +145,19 @@ class IndexWriter:
                                        "WHERE file_id = ?",
                                        (file_id,)).fetchone()
                 paths = Counter(path_terms(file_id))
-                counts = entry.counts
+                counts, names = entry.counts, entry.term_list()
                 length, path_length = sum(counts), sum(paths.values())
-                new = dict(zip(entry.term_list(), counts, strict=True))
                 if row is not None:  # only the terms whose count changed: an edit changes a few
                     doc = row[0]
                     before = index_rows.unpack_file(row[1], row[2], row[3])
                     old = dict(zip(before.term_list(), before.counts, strict=True))
+                    new = dict(zip(names, counts, strict=True))
                     for term in old.keys() | new.keys():
                         if (tf := new.get(term, 0)) != old.get(term, 0):
                             changes.setdefault(term, {})[doc] = tf
                 else:
                     doc, start = start, start + 1
-                    rows.add(doc, chain(new.items(), ((PATH + term, tf) for term, tf in paths.items())))
+                    rows.add(doc, names + [PATH + term for term in paths], [*counts, *paths.values()])
                 db.execute(
                     "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
                     "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -57,7 +57,7 @@ def test_fresh_rows_are_the_rows_encode_makes():
     for doc in range(0, 300, 3):
         counts = {key: rng.choice((1, 2, 1500, 70_000)) if key == "w" else rng.randint(1, 5)
                   for key in rng.sample(["a", "b", "w", "/p"], rng.randint(1, 4))}
-        fresh.add(doc, counts.items())
+        fresh.add(doc, list(counts), list(counts.values()))
         for key, tf in counts.items():
             want.setdefault((doc // 64, key), []).append((doc, tf))
     rows = fresh.rows()
@@ -90,12 +90,12 @@ def test_a_terms_rows_of_several_chunks_decode_as_one_posting():
 
 def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
     """1 byte a term frequency up to 255, 2 up to 65,535, 4 beyond: a row of ones is 3 bytes a
-    document; FreshRows widens a row in place when a larger one comes."""
+    document; FreshRows makes a row as wide as its largest."""
     assert [index_rows.encode(0, [(0, tf)])[0] for tf in (1, 255, 256, 65_535, 65_536)] == [1, 1, 2, 2, 4]
     assert len(index_rows.encode(0, [(d, 1) for d in range(10)])) == 1 + 3 * 10
     fresh = index_rows.FreshRows(64)
     for doc, tf in enumerate((1, 7, 300, 2, 70_000, 3)):
-        fresh.add(doc, [("t", tf)])
+        fresh.add(doc, ["t"], [tf])
     ((_, _, row),) = fresh.rows()
     assert row[0] == 4 and index_rows.decode(0, row).tfs.tolist() == [1, 7, 300, 2, 70_000, 3]
 
