@@ -28,12 +28,13 @@ log = logging.getLogger(__name__)
 
 STORE_SUFFIX = ".db"
 FLUSH_S = 1.0
-PENDING_LINES = 150_000
-"""a build's batch is written once it holds a chunk of files, this many lines, or is older than
-its time (FLUSH_S for the first, then twice the last one's): a cold start answers from what it
-has read within a second, and later batches are whole; what a batch holds in memory until it is
-written (its files' terms, about 0.7 KB a line) stays near 100 MB whatever the files' sizes
-(benchmarks/bench_retrieval.py: the process's growth)"""
+PENDING_LINES = 400_000
+"""a build's batch is written when it fills the chunk its first document is in (a chunk's rows
+are then written whole, as blocks: adapters.index_writer), or holds this many lines, or — until
+a batch has filled a chunk — is older than its time (FLUSH_S for the first, then twice the last
+one's): a cold start answers from what it has read within a second, and later batches are
+whole. What a batch holds in memory until it is written stays near 100 MB whatever the files'
+sizes (benchmarks/bench_retrieval.py: the process's growth)"""
 EARLIER_SUFFIXES = (".json.gz", ".json.partial")
 """what earlier versions kept a folder's index in"""
 
@@ -68,7 +69,11 @@ class DiskRebuild:
         self._pending: list[tuple[str, FileData, Stamp | None]] = []
         self._lines = 0
         self._batch = batch
+        self._next = index.writer.next_doc()
+        """the document number the next batch's first new file takes"""
         self._flushed, self._wait = time.monotonic(), FLUSH_S
+        self._filled = False
+        """a batch has filled a chunk: batches are no longer written by age"""
         self.live: WorkspaceIndex | None = index
         self.expected = len(self._stamps)
 
@@ -85,9 +90,11 @@ class DiskRebuild:
         entry = filedata.from_text(text, fingerprint)
         self._pending.append((file_id, entry, stamp))
         self._lines += entry.lines
-        if len(self._pending) >= self._batch or self._lines >= PENDING_LINES:
+        room = self._batch - self._next % self._batch  # new files the chunk the batch begins in has room for
+        if len(self._pending) >= room or self._lines >= PENDING_LINES:
+            self._filled = self._filled or len(self._pending) >= room
             self.flush()
-        elif time.monotonic() - self._flushed >= self._wait:
+        elif not self._filled and time.monotonic() - self._flushed >= self._wait:
             self.flush()
             self._wait *= 2
 
@@ -96,6 +103,7 @@ class DiskRebuild:
         if self._pending:
             self.index.write(self._pending, self._pause)
             self._pending, self._lines = [], 0
+            self._next = self.index.writer.next_doc()
         self._flushed = time.monotonic()
 
     def finish(self) -> DiskIndex:

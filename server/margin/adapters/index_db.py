@@ -1,8 +1,8 @@
 """A workspace folder's retrieval index on disk: one SQLite file, queried in place, so the
 server's memory does not grow with the workspace. Its layout and its writes are
-adapters.index_writer's; its rows, adapters.index_rows'; what this server's unsaved buffers
-change, adapters.index_overlay's (the file is shared by the folder's servers and holds only
-what is saved).
+adapters.index_writer's; its blocks and rows, adapters.index_blocks' and adapters.index_rows';
+what this server's unsaved buffers change, adapters.index_overlay's (the file is shared by the
+folder's servers and holds only what is saved).
 
 Scoring is BM25 as `core.retrieval.postings.Postings.score` computes it — the same formula,
 with the same operations in the same order, so the same floats — over every document holding
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from margin.adapters import index_rows
+from margin.adapters import index_blocks, index_rows
 from margin.adapters.index_overlay import Overlay, View
 from margin.adapters.index_writer import CHUNK, PATH, IndexWriter, connect
 from margin.core.index_store import IndexUnavailable
@@ -227,8 +227,9 @@ class DiskIndex:
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
         """The postings of `keys`, read in one statement (each key's rows in chunk order)."""
         rows: dict[str, list[tuple[int, bytes]]] = {}
-        for term, chunk, data in self._select_in(self._by_terms, list(dict.fromkeys(keys))):
-            rows.setdefault(term, []).append((chunk, data))
+        for term, chunk, names, data in self._select_in(self._by_terms, list(dict.fromkeys(keys))):
+            if (row := index_blocks.row_of(names, data, term)) is not None:
+                rows.setdefault(term, []).append((chunk, row))
         postings = {}
         for key, found in rows.items():
             found.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
@@ -329,14 +330,18 @@ class DiskIndex:
         """Files read from disk indexed anew, in one transaction (IndexWriter.write)."""
         self.writer.write(entries, pause)
 
-    def _chunks(self) -> str:
-        return ",".join(map(str, range(-(-len(self._lengths) // CHUNK))))
-
     def _by_terms(self, count: int) -> str:
-        """A select of `count` keys' rows (term, chunk, data), in no order: the rows are keyed by
-        chunk first (a build appends), so each chunk of each key is one look-up."""
-        return f"SELECT term, chunk, data FROM postings WHERE chunk IN ({self._chunks()}) " \
-               f"AND term IN ({','.join('?' * count)})"
+        """A select of `count` keys' blocks (key, chunk, keys, data), in no order: for each
+        chunk and key, the block whose first key is the greatest not after the key (a look-up
+        in the small index of blocks, then one in the blocks), kept when the key is among its
+        keys. (Blocks are a rowid table: in one keyed by (chunk, first) each step of a look-up
+        read a long block's overflow pages.)"""
+        chunks = ",".join(f"({chunk})" for chunk in range(max(-(-len(self._lengths) // CHUNK), 1)))
+        return f"WITH q(key) AS (VALUES {','.join(['(?)'] * count)}), c(chunk) AS (VALUES {chunks}), " \
+               "p AS (SELECT q.key AS key, c.chunk AS chunk, (SELECT id FROM blocks WHERE chunk = c.chunk " \
+               "AND first <= q.key ORDER BY first DESC LIMIT 1) AS id FROM q, c) " \
+               "SELECT p.key, p.chunk, b.keys, b.data FROM p JOIN blocks AS b ON b.id = p.id " \
+               "WHERE instr(b.keys, char(10) || p.key || char(10)) > 0"
 
 
 @contextlib.contextmanager

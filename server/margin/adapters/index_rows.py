@@ -1,5 +1,6 @@
 """The rows of the on-disk retrieval index (adapters.index_db), compact because a workspace has
-a row per (term, chunk) and most terms are held by one file.
+a row per (term, chunk) and most terms are held by one file. Rows are stored in blocks
+(adapters.index_blocks).
 
 A postings row is one blob: a byte giving the width of its term frequencies (1; 2 when one is
 256 or more; 4 when one is 65,536 or more), the documents as 2-byte offsets from the chunk's first document (a chunk
@@ -18,10 +19,12 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from itertools import pairwise
 
 import numpy as np
 
+from margin.adapters import index_blocks
 from margin.core.retrieval import filedata
 from margin.core.retrieval.dense import Posting
 from margin.core.retrieval.filedata import FileData
@@ -62,53 +65,102 @@ class FreshRows:
 
     def __init__(self, chunk: int) -> None:
         self._chunk = chunk
-        self._keys: list[str] = []
+        self._ids: dict[str, int] = {}
+        """each key once, with a number of its own (not consecutive: see `add`)"""
+        self._numbers = 0
+        self._keys: list[np.ndarray] = []
         self._tfs: list[np.ndarray] = []
         self._docs: list[int] = []
         self._sizes: list[int] = []
 
     def add(self, doc: int, keys: list[str], tfs: Sequence[int]) -> None:
-        """A document's keys (each once) and their term frequencies; documents come in rising order."""
-        self._keys += keys
+        """A document's keys (each once) and their term frequencies; documents come in rising
+        order. Only numbers are kept a key (a batch's memory is its distinct keys, once)."""
+        # a new key takes the number counted out for its place, a known one keeps its own
+        self._keys.append(np.fromiter(map(self._ids.setdefault, keys, range(self._numbers, self._numbers + len(keys))),
+                                      np.int64, len(keys)))
+        self._numbers += len(keys)
         self._tfs.append(np.asarray(tfs, dtype=np.int64))
         self._docs.append(doc)
         self._sizes.append(len(keys))
 
+    def __len__(self) -> int:
+        return len(self._docs)
+
     def rows(self) -> list[tuple[int, str, bytes]]:
-        """(chunk, key, row), in that order (a B-tree keyed so grows at its end)."""
-        if not self._keys:
+        """(chunk, key, row), in that order."""
+        laid = self._laid_out()
+        if laid is None:
             return []
-        names = sorted(set(self._keys))
-        rank = dict(zip(names, range(len(names)), strict=True))
+        chunks, keys, at, ends, data = laid
+        return list(zip(chunks.tolist(), keys, [data[a:b] for a, b in zip(at.tolist(), ends.tolist(), strict=True)],
+                        strict=True))
+
+    def blocks(self, merged: Collection[int] = ()) -> tuple[list[tuple[int, str, str, bytes]], list[tuple[int, str, bytes]]]:
+        """The rows as blocks (adapters.index_blocks: (chunk, first key, keys, data), in that
+        order), but those of the chunks in `merged` (chunks with blocks already: their rows are
+        merged into them) as rows, (chunk, key, row)."""
+        laid = self._laid_out()
+        if laid is None:
+            return [], []
+        chunks, keys, at, ends, data = laid
+        apart = np.isin(chunks, np.fromiter(merged, np.int64, len(merged)))
+        rows = [(int(chunks[i]), keys[i], data[at[i]:ends[i]]) for i in np.flatnonzero(apart).tolist()]
+        kept = np.flatnonzero(~apart)
+        chunks, at, ends = chunks[kept], at[kept], ends[kept]
+        keys = [keys[i] for i in kept.tolist()] if len(rows) else keys
+        sizes = ends - at + np.fromiter(map(len, keys), np.int64, len(keys)) + 1
+        bounds = [*index_blocks.starts_of(sizes, chunks).tolist(), len(keys)]
+        blocks = []
+        for a, b in pairwise(bounds):
+            offsets = np.concatenate(([at[a]], ends[a:b])) - at[a]
+            blocks.append((int(chunks[a]), keys[a], "\n" + "\n".join(keys[a:b]) + "\n",
+                           offsets.astype("<u4").tobytes() + data[at[a]:ends[b - 1]]))
+        return blocks, rows
+
+    def _laid_out(self) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, bytes] | None:
+        """Every row's chunk, key, where it begins and ends in one buffer, and the buffer: by
+        chunk, then key."""
+        if not self._ids:
+            return None
+        names = sorted(self._ids)
+        rank = np.zeros(self._numbers, dtype=np.int64)  # a key's number → its place in `names`
+        rank[np.fromiter(map(self._ids.__getitem__, names), np.int64, len(names))] = np.arange(len(names))
         docs = np.repeat(np.asarray(self._docs, dtype=np.int64), self._sizes)
+        low = int(docs[0]) // self._chunk
         # by chunk, then key; a stable sort keeps each key's documents in their rising order
-        group = docs // self._chunk * len(names) + np.fromiter(map(rank.__getitem__, self._keys), np.int64,
-                                                               len(self._keys))
+        group = (docs // self._chunk - low) * len(names) + rank[np.concatenate(self._keys)]
+        del rank
         order = np.argsort(group, kind="stable")
-        group, docs, tfs = group[order], docs[order], np.concatenate(self._tfs)[order]
+        group = group[order]
+        offsets = (docs[order] % self._chunk).astype(np.int32)
+        del docs
+        tfs = np.concatenate(self._tfs)[order].astype(np.uint32)
+        del order
         starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
-        counts = np.diff(np.append(starts, len(group)))
+        keys = group[starts]
+        del group
+        counts = np.diff(np.append(starts, len(offsets))).astype(np.int32)
         largest = np.maximum.reduceat(tfs, starts)
-        wide = np.where(largest < 1 << 8, 1, np.where(largest < 1 << 16, 2, 4))
+        wide = np.where(largest < 1 << 8, 1, np.where(largest < 1 << 16, 2, 4)).astype(np.int32)
         sizes = 1 + counts * (2 + wide)
-        ends = np.cumsum(sizes)
+        ends = np.cumsum(sizes, dtype=np.int64)
         at = ends - sizes  # where each row begins in `out`: its width, its offsets, its term frequencies
         out = np.zeros(int(ends[-1]), dtype=np.uint8)
         out[at] = wide
-        row = np.repeat(np.arange(len(starts)), counts)
-        nth = np.arange(len(group)) - starts[row]
-        offsets = docs - group // len(names) * self._chunk
+        row = np.repeat(np.arange(len(starts), dtype=np.int32), counts)
+        nth = np.arange(len(offsets), dtype=np.int32) - starts[row].astype(np.int32)
         place = at[row] + 1 + 2 * nth
         out[place], out[place + 1] = offsets & 0xFF, offsets >> 8
+        del offsets
         width = wide[row]
-        place = at[row] + 1 + 2 * counts[row] + width * nth
+        place += 2 * (counts[row] - nth) + width * nth  # now where each term frequency's first byte goes
+        del row, nth
         for byte in range(4):
             part = width > byte
             out[place[part] + byte] = tfs[part] >> 8 * byte & 0xFF
-        data = out.tobytes()
-        keys = group[starts]
-        return list(zip((keys // len(names)).tolist(), map(names.__getitem__, (keys % len(names)).tolist()),
-                        [data[a:b] for a, b in zip(at.tolist(), ends.tolist(), strict=True)], strict=True))
+        return (keys // len(names) + low, list(map(names.__getitem__, (keys % len(names)).tolist())), at, ends,
+                out.tobytes())
 
 
 def size(row: bytes) -> int:

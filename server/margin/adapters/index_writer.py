@@ -1,12 +1,13 @@
 """The writing side of the on-disk retrieval index (adapters.index_db): the file's layout, and
-the one connection that writes it — a file's rows replaced, its postings changed term by term,
-a build's chunk of new files appended.
+the one connection that writes it — a file's rows replaced, its postings changed key by key,
+a build's batch of new files added as whole blocks.
 
 Tables: `files` (a row a file: its document number, id, stamp, fingerprint, BM25 lengths),
 `forms` (each file's indexed form, core.retrieval.filedata.FileData, packed: what windows are
-scored from and what a change is compared with) and `postings` (chunk, term) → the documents of
-that chunk holding the term, with their term frequencies (index_rows). Path terms are postings
-too, under PATH + term.
+scored from and what a change is compared with) and `blocks` (chunk, first key) → a run of the
+chunk's keys, each with its postings row: the documents of that chunk holding the term, with
+their term frequencies (index_blocks, index_rows). Path terms are postings too, under
+PATH + term.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from margin.adapters import index_rows
+from margin.adapters import index_blocks, index_rows
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
 
-FORMAT = 5
+FORMAT = 6
 """the layout's version, in `meta`: a file of another version is made anew"""
 CHUNK = 2048
 """documents a postings row covers (at most 65,536: a row holds them as 2-byte offsets)"""
@@ -47,12 +49,14 @@ CREATE TABLE IF NOT EXISTS forms (
     doc INTEGER PRIMARY KEY,
     data BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS postings (
-    term TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS blocks (
+    id INTEGER PRIMARY KEY,
     chunk INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (chunk, term)
-) WITHOUT ROWID;
+    first TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS blocks_by_first ON blocks (chunk, first);
 """
 
 
@@ -72,7 +76,6 @@ class IndexWriter:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db, self.lock = connect(path), threading.Lock()
-        self.db.create_function("margin_appended", 2, index_rows.appended, deterministic=True)
         with self.lock:
             self._prepare()
 
@@ -82,7 +85,7 @@ class IndexWriter:
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID")
             row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             if row is None or row[0] != FORMAT:
-                for table in ("files", "forms", "postings"):
+                for table in ("files", "forms", "postings", "blocks"):
                     db.execute(f"DROP TABLE IF EXISTS {table}")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
             for statement in SCHEMA.split(";"):
@@ -121,7 +124,7 @@ class IndexWriter:
             if row is None:
                 return False
             doc = row[0]
-            self.apply({key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)})
+            self.apply({doc // CHUNK: {key: [{doc: 0}] for key in _keys(index_rows.file_terms(row[1]), file_id)}})
             db.execute("DELETE FROM files WHERE doc = ?", (doc,))
             db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
         return True
@@ -130,14 +133,15 @@ class IndexWriter:
               pause: Callable[[], None] = lambda: None) -> None:
         """Files indexed anew (each replacing its earlier form), in one transaction. A build
         writes a batch of new files at once: their documents come after every document there
-        was, so their rows are made whole in memory and inserted in key order, each appended to
-        the row its key already has in its chunk (none but in the chunk the last batch ended
-        in), without a look-up per key. `pause()` is called before each file
-        (a build gives way to the editor's requests; if it raises, nothing is written)."""
+        was, so their rows are made whole in memory and written as blocks, in key order, with
+        no look-up — but in a chunk that has blocks already (where the last batch ended), where
+        they are appended to the keys' rows there (`apply`). A file indexed before changes only
+        the rows of the terms whose count changed. `pause()` is called before each file (a
+        build gives way to the editor's requests; if it raises, nothing is written)."""
         with self.lock, self.transaction() as db:
             changes: dict[str, dict[int, int]] = {}
             """postings key → {doc: its new tf, 0 to drop it}"""
-            start = self._next_doc()
+            start = fresh = self._next_doc()
             rows = index_rows.FreshRows(CHUNK)
             for file_id, entry, stamp in entries:
                 pause()
@@ -164,31 +168,74 @@ class IndexWriter:
                     (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines))
                 db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
                                  (doc, index_rows.pack_file(entry)))
-            self.apply(changes)
-            # in key order; a key's row in the chunk the last batch ended in has only documents
-            # before these: they are appended to it
-            db.executemany("INSERT INTO postings (chunk, term, data) VALUES (?, ?, ?) ON CONFLICT (chunk, term) "
-                           "DO UPDATE SET data = margin_appended(data, excluded.data)", rows.rows())
+            # the new documents' rows: whole blocks, but in the chunk the last batch ended in
+            # (which has blocks), rows appended to the keys' rows there
+            blocks, rows_apart = rows.blocks(merged=self._chunks_with_blocks(fresh // CHUNK))
+            ops: dict[int, dict[str, list[Change]]] = {}
+            for key, docs in changes.items():
+                for doc, tf in docs.items():
+                    part = ops.setdefault(doc // CHUNK, {}).setdefault(key, [{}])[0]
+                    assert isinstance(part, dict)
+                    part[doc] = tf
+            for chunk, key, row in rows_apart:  # documents after every one the key's row there has
+                ops.setdefault(chunk, {}).setdefault(key, []).append(row)
+            self.apply(ops)
+            db.executemany("INSERT INTO blocks (chunk, first, keys, data) VALUES (?, ?, ?, ?)", blocks)
+
+    def next_doc(self) -> int:
+        """The document number the next new file takes."""
+        with self.lock:
+            return self._next_doc()
 
     def _next_doc(self) -> int:
         row = self.db.execute("SELECT max(doc) FROM files").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
-    def apply(self, changes: dict[str, dict[int, int]]) -> None:
-        """Each key's postings changed, a row per chunk: documents added, changed or (tf 0)
-        dropped."""
-        for key, docs in changes.items():
-            by_chunk: dict[int, dict[int, int]] = {}
-            for doc, tf in docs.items():
-                by_chunk.setdefault(doc // CHUNK, {})[doc] = tf
-            for chunk, part in by_chunk.items():
-                row = self.db.execute("SELECT data FROM postings WHERE chunk = ? AND term = ?", (chunk, key)).fetchone()
-                changed = index_rows.merged(chunk * CHUNK, row[0] if row else None, part)
-                if changed:
-                    self.db.execute("INSERT OR REPLACE INTO postings (chunk, term, data) VALUES (?, ?, ?)",
-                                     (chunk, key, changed))
-                elif changed is not None and row is not None:
-                    self.db.execute("DELETE FROM postings WHERE chunk = ? AND term = ?", (chunk, key))
+    def _chunks_with_blocks(self, chunk: int) -> set[int]:
+        """{chunk} if it has blocks (the chunk of the first document to come), else {}: the
+        chunks after it hold no document yet."""
+        return {chunk} if self.db.execute("SELECT 1 FROM blocks WHERE chunk = ? LIMIT 1", (chunk,)).fetchone() else set()
+
+    def apply(self, ops: dict[int, dict[str, list[Change]]]) -> None:
+        """Changes to keys' rows, chunk by chunk: {doc: tf} sets documents' term frequencies
+        (0 drops one), bytes is a row of documents to append. Each block a change falls in is
+        read, changed and written again (cut anew when it has grown)."""
+        for chunk, changed in ops.items():
+            firsts = [row[0] for row in self.db.execute("SELECT first FROM blocks WHERE chunk = ? ORDER BY first",
+                                                        (chunk,))]
+            by_block: dict[str | None, list[str]] = {}
+            for key in changed:  # the block whose first key is the greatest not after the key (or the first)
+                by_block.setdefault(firsts[max(bisect_right(firsts, key) - 1, 0)] if firsts else None, []).append(key)
+            for first, keys in by_block.items():
+                rows: dict[str, bytes] = {}
+                if first is not None:
+                    found = self.db.execute("SELECT keys, data FROM blocks WHERE chunk = ? AND first = ?",
+                                            (chunk, first)).fetchone()
+                    rows = index_blocks.decode(*found)
+                before = dict(rows)
+                for key in keys:
+                    row: bytes | None = rows.get(key)
+                    for change in changed[key]:
+                        if isinstance(change, dict):
+                            merged = index_rows.merged(chunk * CHUNK, row, change)
+                            row = row if merged is None else merged
+                        else:
+                            row = index_rows.appended(row, change) if row else change
+                    if row:
+                        rows[key] = row
+                    else:
+                        rows.pop(key, None)
+                if rows == before:
+                    continue
+                if first is not None:
+                    self.db.execute("DELETE FROM blocks WHERE chunk = ? AND first = ?", (chunk, first))
+                names = sorted(rows)
+                self.db.executemany("INSERT INTO blocks (chunk, first, keys, data) VALUES (?, ?, ?, ?)",
+                                    ((chunk, *block) for block in index_blocks.cut(names, [rows[n] for n in names])))
+
+
+Change = dict[int, int] | bytes
+"""a change to a key's row in a chunk: documents' term frequencies set, or a row appended"""
 
 
 def _keys(terms: str, file_id: str) -> Iterator[str]:

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from margin.adapters import index_blocks
 from margin.adapters.index_db import CHUNK, DiskIndex
 from margin.core.retrieval import RetrievalIndex
 from margin.core.retrieval.ranking import query_terms as _query_terms
@@ -49,8 +50,13 @@ def disk(tmp_path):
     index.close()
 
 
+@pytest.mark.parametrize("block_bytes", [index_blocks.BLOCK_BYTES, 40])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removals(disk, seed):
+def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removals(disk, seed, block_bytes,
+                                                                                   monkeypatch):
+    """Also with blocks of a few keys each: changes then split blocks, empty them and move
+    their first keys."""
+    monkeypatch.setattr(index_blocks, "BLOCK_BYTES", block_bytes)
     rng = random.Random(seed)
     memory = RetrievalIndex()
     files = {path(rng, n): text(rng) for n in range(60)}
@@ -77,6 +83,12 @@ def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removal
         assert (kept.terms, kept.counts, kept.positions) == (memory._files[file_id].terms, memory._files[file_id].counts,
                                                              memory._files[file_id].positions)
         assert disk.idf(kept.term_list()[0]) == memory._content.idf(kept.term_list()[0]) if kept.terms else True
+    blocks = disk.writer.db.execute("SELECT chunk, first, keys FROM blocks ORDER BY chunk, first").fetchall()
+    for chunk in {chunk for chunk, _, _ in blocks}:  # each chunk's blocks: its keys in order, each once
+        keys = [key for c, first, names in blocks if c == chunk for key in index_blocks.key_list(names)]
+        assert keys == sorted(set(keys))
+    assert all(first == index_blocks.key_list(names)[0] for _, first, names in blocks)
+    assert len(blocks) > (20 if block_bytes < 100 else 0)
 
 
 def test_an_unchanged_file_keeps_its_postings_and_takes_the_new_stamp(disk):
@@ -165,7 +177,7 @@ def test_a_query_reads_the_last_commit_while_a_batch_is_being_written(disk):
 
     disk.put("a.py", "def read_body():\n    pass\n", "a", Stamp(1, 1))
     with disk.writer.lock, disk.writer.transaction():  # a batch half written
-        disk.writer.apply({"stream": {5: 1}})
+        disk.writer.apply({0: {"stream": [{5: 1}]}})
         disk.writer.db.execute("INSERT INTO files (doc, file_id, fingerprint, length, path_length, lines) "
                              "VALUES (5, 'b.py', 'b', 1, 1, 1)")
         assert list(disk.names_of(disk.content_scores(["read"], 10)).values()) == ["a.py"]
