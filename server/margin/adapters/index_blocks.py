@@ -46,6 +46,14 @@ def row_of(keys: str, data: bytes, key: str) -> bytes | None:
     return data[head + start:head + end]
 
 
+def row_at(keys: str, data: bytes, at: int) -> bytes:
+    """The row of the key found at `at` in `keys` (instr()'s 1-based place of "\\nkey\\n")."""
+    i = keys.count("\n", 0, at - 1)
+    head = 4 * keys.count("\n")
+    start, end = struct.unpack_from("<II", data, 4 * i)
+    return data[head + start:head + end]
+
+
 def decode(keys: str, data: bytes) -> dict[str, bytes]:
     """Every key of a block with its row, in key order."""
     names = key_list(keys)

@@ -82,6 +82,8 @@ class DiskIndex:
         current at (checked against the file's fingerprint once the file changed since)"""
         self._pinned = False
         """within a search: the file is taken as it was when the search began"""
+        self._read: dict[str, Posting | None] = {}
+        """within a search: the postings it read first (None: the key has none)"""
         self._form_lines = 0
 
     def close(self) -> None:
@@ -225,11 +227,14 @@ class DiskIndex:
             yield from self._db.execute(select(len(part)), part)
 
     def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
-        """The postings of `keys`, read in one statement (each key's rows in chunk order)."""
+        """The postings of `keys`, read in one statement (each key's rows in chunk order), or
+        taken from what the search in progress read first (`_read`)."""
+        wanted = list(dict.fromkeys(keys))
+        if self._pinned and all(key in self._read for key in wanted):
+            return {key: found for key in wanted if (found := self._read[key]) is not None}
         rows: dict[str, list[tuple[int, bytes]]] = {}
-        for term, chunk, names, data in self._select_in(self._by_terms, list(dict.fromkeys(keys))):
-            if (row := index_blocks.row_of(names, data, term)) is not None:
-                rows.setdefault(term, []).append((chunk, row))
+        for term, chunk, names, data, at in self._select_in(self._by_terms, wanted):
+            rows.setdefault(term, []).append((chunk, index_blocks.row_at(names, data, at)))
         postings = {}
         for key, found in rows.items():
             found.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
@@ -281,9 +286,13 @@ class DiskIndex:
             self._current()
             self._pinned = True
             try:
+                terms = ranking.query_terms(query)  # the code's and the path's postings, read at once
+                keys = [*terms, *(PATH + term for term in terms)]
+                found = self._postings(keys)
+                self._read = {key: found.get(key) for key in keys}
                 return ranking.search(self, query, limit=limit, signals=signals, exclude=exclude)
             finally:
-                self._pinned = False
+                self._pinned, self._read = False, {}
 
     def save(self, pause: Callable[[], None]) -> None:
         """Nothing to do: every write has landed in the file."""
@@ -331,7 +340,8 @@ class DiskIndex:
         self.writer.write(entries, pause)
 
     def _by_terms(self, count: int) -> str:
-        """A select of `count` keys' blocks (key, chunk, keys, data), in no order: for each
+        """A select of `count` keys' blocks (key, chunk, keys, data, where the key is among the
+        keys), in no order: for each
         chunk and key, the block whose first key is the greatest not after the key (a look-up
         in the small index of blocks, then one in the blocks), kept when the key is among its
         keys. (Blocks are a rowid table: in one keyed by (chunk, first) each step of a look-up
@@ -340,8 +350,8 @@ class DiskIndex:
         return f"WITH q(key) AS (VALUES {','.join(['(?)'] * count)}), c(chunk) AS (VALUES {chunks}), " \
                "p AS (SELECT q.key AS key, c.chunk AS chunk, (SELECT id FROM blocks WHERE chunk = c.chunk " \
                "AND first <= q.key ORDER BY first DESC LIMIT 1) AS id FROM q, c) " \
-               "SELECT p.key, p.chunk, b.keys, b.data FROM p JOIN blocks AS b ON b.id = p.id " \
-               "WHERE instr(b.keys, char(10) || p.key || char(10)) > 0"
+               "SELECT p.key, p.chunk, b.keys, b.data, instr(b.keys, char(10) || p.key || char(10)) AS at " \
+               "FROM p JOIN blocks AS b ON b.id = p.id WHERE at > 0"
 
 
 @contextlib.contextmanager

@@ -21,6 +21,8 @@ def test_a_block_reads_back_each_key_and_nothing_else():
     assert [index_blocks.row_of(names, data, key) for key in keys] == rows
     assert index_blocks.row_of(names, data, "b") is None and index_blocks.row_of(names, data, "a\nbb") is None
     assert index_blocks.decode(names, data) == dict(zip(keys, rows, strict=True))
+    # where SQL's instr() finds "\nkey\n" (1-based, in characters)
+    assert [index_blocks.row_at(names, data, names.find(f"\n{key}\n") + 1) for key in keys] == rows
 
 
 def test_blocks_begin_at_each_chunk_at_each_window_of_bytes_and_around_a_long_row():
