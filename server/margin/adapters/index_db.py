@@ -236,9 +236,9 @@ class DiskIndex:
         for term, chunk, names, data, at in self._select_in(self._by_terms, wanted):
             rows.setdefault(term, []).append((chunk, index_blocks.row_at(names, data, at)))
         postings = {}
-        for key, found in rows.items():
-            found.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
-            postings[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in found], [data for _, data in found])
+        for key, parts in rows.items():
+            parts.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
+            postings[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in parts], [data for _, data in parts])
         return postings
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
