@@ -34,18 +34,6 @@ def key_list(keys: str) -> list[str]:
     return keys[1:-1].split("\n")
 
 
-def row_of(keys: str, data: bytes, key: str) -> bytes | None:
-    """The row `key` has in a block, or None."""
-    names = key_list(keys)
-    try:
-        i = names.index(key)
-    except ValueError:
-        return None
-    head = 4 * (len(names) + 1)
-    start, end = struct.unpack_from("<II", data, 4 * i)
-    return data[head + start:head + end]
-
-
 def row_at(keys: str, data: bytes, at: int) -> bytes:
     """The row of the key found at `at` in `keys` (instr()'s 1-based place of "\\nkey\\n")."""
     i = keys.count("\n", 0, at - 1)

@@ -84,18 +84,6 @@ class FreshRows:
         self._docs.append(doc)
         self._sizes.append(len(keys))
 
-    def __len__(self) -> int:
-        return len(self._docs)
-
-    def rows(self) -> list[tuple[int, str, bytes]]:
-        """(chunk, key, row), in that order."""
-        laid = self._laid_out()
-        if laid is None:
-            return []
-        chunks, keys, at, ends, data = laid
-        return list(zip(chunks.tolist(), keys, [data[a:b] for a, b in zip(at.tolist(), ends.tolist(), strict=True)],
-                        strict=True))
-
     def blocks(self, merged: Collection[int] = ()) -> tuple[list[tuple[int, str, str, bytes]], list[tuple[int, str, bytes]]]:
         """The rows as blocks (adapters.index_blocks: (chunk, first key, keys, data), in that
         order), but those of the chunks in `merged` (chunks with blocks already: their rows are

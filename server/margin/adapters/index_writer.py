@@ -124,7 +124,7 @@ class IndexWriter:
             if row is None:
                 return False
             doc = row[0]
-            self.apply({doc // CHUNK: {key: [{doc: 0}] for key in _keys(index_rows.file_terms(row[1]), file_id)}})
+            self.apply({doc // CHUNK: {key: {doc: 0} for key in _keys(index_rows.file_terms(row[1]), file_id)}})
             db.execute("DELETE FROM files WHERE doc = ?", (doc,))
             db.execute("DELETE FROM forms WHERE doc = ?", (doc,))
         return True
@@ -139,8 +139,8 @@ class IndexWriter:
         the rows of the terms whose count changed. `pause()` is called before each file (a
         build gives way to the editor's requests; if it raises, nothing is written)."""
         with self.lock, self.transaction() as db:
-            changes: dict[str, dict[int, int]] = {}
-            """postings key → {doc: its new tf, 0 to drop it}"""
+            changes: dict[int, dict[str, dict[int, int]]] = {}
+            """chunk → postings key → {doc: its new tf, 0 to drop it}"""
             start = fresh = self._next_doc()
             rows = index_rows.FreshRows(CHUNK)
             for file_id, entry, stamp in entries:
@@ -158,7 +158,7 @@ class IndexWriter:
                     new = dict(zip(names, counts, strict=True))
                     for term in old.keys() | new.keys():
                         if (tf := new.get(term, 0)) != old.get(term, 0):
-                            changes.setdefault(term, {})[doc] = tf
+                            changes.setdefault(doc // CHUNK, {}).setdefault(term, {})[doc] = tf
                 else:
                     doc, start = start, start + 1
                     rows.add(doc, names + [PATH + term for term in paths], [*counts, *paths.values()])
@@ -171,15 +171,10 @@ class IndexWriter:
             # the new documents' rows: whole blocks, but in the chunk the last batch ended in
             # (which has blocks), rows appended to the keys' rows there
             blocks, rows_apart = rows.blocks(merged=self._chunks_with_blocks(fresh // CHUNK))
-            ops: dict[int, dict[str, list[Change]]] = {}
-            for key, docs in changes.items():
-                for doc, tf in docs.items():
-                    part = ops.setdefault(doc // CHUNK, {}).setdefault(key, [{}])[0]
-                    assert isinstance(part, dict)
-                    part[doc] = tf
+            appended: dict[int, dict[str, bytes]] = {}
             for chunk, key, row in rows_apart:  # documents after every one the key's row there has
-                ops.setdefault(chunk, {}).setdefault(key, []).append(row)
-            self.apply(ops)
+                appended.setdefault(chunk, {})[key] = row
+            self.apply(changes, appended)
             db.executemany("INSERT INTO blocks (chunk, first, keys, data) VALUES (?, ?, ?, ?)", blocks)
 
     def next_doc(self) -> int:
@@ -196,15 +191,19 @@ class IndexWriter:
         chunks after it hold no document yet."""
         return {chunk} if self.db.execute("SELECT 1 FROM blocks WHERE chunk = ? LIMIT 1", (chunk,)).fetchone() else set()
 
-    def apply(self, ops: dict[int, dict[str, list[Change]]]) -> None:
-        """Changes to keys' rows, chunk by chunk: {doc: tf} sets documents' term frequencies
-        (0 drops one), bytes is a row of documents to append. Each block a change falls in is
-        read, changed and written again (cut anew when it has grown)."""
-        for chunk, changed in ops.items():
+    def apply(self, changes: dict[int, dict[str, dict[int, int]]],
+              appended: dict[int, dict[str, bytes]] | None = None) -> None:
+        """Keys' rows changed, chunk by chunk: documents' term frequencies set (`changes`, 0
+        drops one), then rows of later documents appended (`appended`). Each block a change
+        falls in is read, changed and written again (cut anew when it has grown)."""
+        appended = appended or {}
+        for chunk in changes.keys() | appended.keys():
+            parts, more = changes.get(chunk, {}), appended.get(chunk, {})
             firsts = [row[0] for row in self.db.execute("SELECT first FROM blocks WHERE chunk = ? ORDER BY first",
                                                         (chunk,))]
             by_block: dict[str | None, list[str]] = {}
-            for key in changed:  # the block whose first key is the greatest not after the key (or the first)
+            # each key's block: the one whose first key is the greatest not after the key (or the first)
+            for key in parts.keys() | more.keys():
                 by_block.setdefault(firsts[max(bisect_right(firsts, key) - 1, 0)] if firsts else None, []).append(key)
             for first, keys in by_block.items():
                 rows: dict[str, bytes] = {}
@@ -214,13 +213,11 @@ class IndexWriter:
                     rows = index_blocks.decode(*found)
                 before = dict(rows)
                 for key in keys:
-                    row: bytes | None = rows.get(key)
-                    for change in changed[key]:
-                        if isinstance(change, dict):
-                            merged = index_rows.merged(chunk * CHUNK, row, change)
-                            row = row if merged is None else merged
-                        else:
-                            row = index_rows.appended(row, change) if row else change
+                    row = rows.get(key)
+                    if key in parts and (merged := index_rows.merged(chunk * CHUNK, row, parts[key])) is not None:
+                        row = merged
+                    if key in more:
+                        row = index_rows.appended(row, more[key]) if row else more[key]
                     if row:
                         rows[key] = row
                     else:
@@ -232,10 +229,6 @@ class IndexWriter:
                 names = sorted(rows)
                 self.db.executemany("INSERT INTO blocks (chunk, first, keys, data) VALUES (?, ?, ?, ?)",
                                     ((chunk, *block) for block in index_blocks.cut(names, [rows[n] for n in names])))
-
-
-Change = dict[int, int] | bytes
-"""a change to a key's row in a chunk: documents' term frequencies set, or a row appended"""
 
 
 def _keys(terms: str, file_id: str) -> Iterator[str]:

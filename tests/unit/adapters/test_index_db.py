@@ -177,7 +177,7 @@ def test_a_query_reads_the_last_commit_while_a_batch_is_being_written(disk):
 
     disk.put("a.py", "def read_body():\n    pass\n", "a", Stamp(1, 1))
     with disk.writer.lock, disk.writer.transaction():  # a batch half written
-        disk.writer.apply({0: {"stream": [{5: 1}]}})
+        disk.writer.apply({0: {"stream": {5: 1}}})
         disk.writer.db.execute("INSERT INTO files (doc, file_id, fingerprint, length, path_length, lines) "
                              "VALUES (5, 'b.py', 'b', 1, 1, 1)")
         assert list(disk.names_of(disk.content_scores(["read"], 10)).values()) == ["a.py"]

@@ -60,7 +60,7 @@ def test_fresh_rows_are_the_rows_encode_makes():
         fresh.add(doc, list(counts), list(counts.values()))
         for key, tf in counts.items():
             want.setdefault((doc // 64, key), []).append((doc, tf))
-    rows = fresh.rows()
+    rows = fresh.blocks(merged=range(8))[1]  # every chunk's, as rows
     assert [(chunk, key) for chunk, key, _ in rows] == sorted(want)
     for chunk, key, row in rows:
         posting = index_rows.decode(chunk * 64, row)
@@ -96,7 +96,7 @@ def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
     fresh = index_rows.FreshRows(64)
     for doc, tf in enumerate((1, 7, 300, 2, 70_000, 3)):
         fresh.add(doc, ["t"], [tf])
-    ((_, _, row),) = fresh.rows()
+    ((_, _, row),) = fresh.blocks(merged=[0])[1]
     assert row[0] == 4 and index_rows.decode(0, row).tfs.tolist() == [1, 7, 300, 2, 70_000, 3]
 
 
