@@ -13,6 +13,6 @@ bash scripts/install-model-server.sh >/dev/null
 bash scripts/install-vscode-tools.sh >/dev/null
 bash scripts/install-emacs.sh >/dev/null
 bash scripts/build-vscode-extension.sh >/dev/null
-.venv/bin/ruff check server tests benchmarks scripts
+.venv/bin/ruff check server tests benchmarks scripts hatch_build.py
 .venv/bin/mypy
 exec .venv/bin/python -m pytest --durations=25 "$@"

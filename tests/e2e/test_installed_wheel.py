@@ -65,9 +65,11 @@ def installed(tmp_path_factory) -> Installed:
     env = uv_env(root)
     run_or_fail("uv build", [uv, "build", "--out-dir", str(root / "dist"), str(repo)], env=env, cwd=home)
     sdists = list((root / "dist").glob("margin_lsp-*.tar.gz"))
-    wheels = list((root / "dist").glob("margin_lsp-*-py3-none-any.whl"))
+    wheels = list((root / "dist").glob("margin_lsp-*.whl"))
     assert [p.name for p in sdists] == [f"margin_lsp-{__version__}.tar.gz"]
-    assert [p.name for p in wheels] == [f"margin_lsp-{__version__}-py3-none-any.whl"]
+    # The wheel carries the C tokeniser (hatch_build.py), so it is tagged for this interpreter.
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert [p.name.split("-")[:4] for p in wheels] == [["margin_lsp", __version__, tag, tag]], wheels
     run_or_fail("uv tool install", [uv, "tool", "install", "--python", sys.executable, str(wheels[0])],
                 env=env, cwd=home)
     python = root / "tools" / "margin-lsp" / "bin" / "python"
@@ -84,10 +86,12 @@ def run_installed(installed: Installed, name: str, *args: str, **env: str) -> su
 def test_the_commands_run_from_the_tool_environment_not_the_repository(installed):
     where = subprocess.run(
         [str(installed.python), "-c",
-         "import importlib.metadata, margin; print(margin.__file__); print(importlib.metadata.version('margin-lsp'))"],
+         "import importlib.metadata, margin; print(margin.__file__); print(importlib.metadata.version('margin-lsp')); "
+         + "from margin.core.retrieval import filedata; print(filedata.fast_tokeniser())"],
         capture_output=True, text=True, cwd=installed.home, env=clean_env(), timeout=60)
     assert where.returncode == 0, where.stderr
-    module, version = where.stdout.split()
+    module, version, fast = where.stdout.split()
+    assert fast == "True", "the installed wheel has no C tokeniser"
     assert Path(module).is_relative_to(installed.python.parents[1]), module
     assert version == __version__
     for name in ("margin", "margin-lsp"):  # the console scripts start the tool's interpreter

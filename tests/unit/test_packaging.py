@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 from tests.conftest import REPO
@@ -20,3 +22,20 @@ def test_wheel_ships_package_prompts_and_console_scripts(tmp_path):
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "margin-lsp = margin.lsp.main:main" in entry_points and "margin = margin.cli:main" in entry_points
     assert not any(n.startswith("tests/") for n in names)
+    # The C tokeniser is compiled in (hatch_build.py); its source is not shipped.
+    fast = sorted(n for n in names if n.startswith("margin/core/retrieval/_fastterms"))
+    assert fast == [f"margin/core/retrieval/_fastterms{sysconfig.get_config_var('EXT_SUFFIX')}",
+                    "margin/core/retrieval/_fastterms.pyi"], fast
+
+
+def test_without_the_c_tokeniser_the_wheel_is_pure_python_and_says_why(tmp_path):
+    # What a machine without a C compiler gets (MARGIN_PURE_PYTHON=1 stands in for the compiler's absence).
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
+                             "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "MARGIN_PURE_PYTHON": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "the C tokeniser was not built, the pure-Python one will be used (MARGIN_PURE_PYTHON=1)" in \
+        result.stdout + result.stderr
+    wheel = next(tmp_path.glob("margin_lsp-*.whl"))
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".pyd", ".c"))]

@@ -85,7 +85,9 @@ class DiskRebuild:
 
     def put(self, file_id: str, text: str, fingerprint: str, stamp: Stamp) -> None:
         self._seen.add(file_id)
-        if self.index.writer.keep_stamp(file_id, fingerprint, stamp):  # as indexed: the stamp alone
+        # as indexed: the stamp alone (a file unknown as the rebuild began is not looked up: were it
+        # indexed since, writing it again changes nothing)
+        if file_id in self._stamps and self.index.writer.keep_stamp(file_id, fingerprint, stamp):
             return
         entry = filedata.from_text(text, fingerprint)
         self._pending.append((file_id, entry, stamp))

@@ -35,7 +35,7 @@ _CODES = {1: "B", 2: "H", 4: "I"}
 _DTYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
 _SMALL = 64
 """rows of at most this many documents are merged in Python, longer ones in numpy"""
-ZLIB_LEVEL = 3
+ZLIB_LEVEL = 1
 
 
 def _bytes(values: array[int]) -> bytes:
@@ -58,31 +58,65 @@ def width(largest: int) -> int:
     return 1 if largest < 1 << 8 else 2 if largest < 1 << 16 else 4
 
 
+class KeyNumbers:
+    """A number for each distinct key, counted up in the order first seen: the Python of
+    core.retrieval._fastterms.KeyNumbers (what `FreshRows` uses when the package has it), with
+    the same numbers."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def add(self, keys: str) -> bytes:
+        """The numbers of the space-separated `keys` ("" holds none), as native int64s."""
+        ids = self._ids
+        numbers = array("q")
+        for key in keys.split(" ") if keys else ():
+            number = ids.get(key)
+            if number is None:
+                number = ids[key] = len(ids)
+            numbers.append(number)
+        return numbers.tobytes()
+
+    def sorted(self) -> tuple[list[str], bytes]:
+        """Every key in sorted order, and their numbers as native int64s."""
+        names = sorted(self._ids)
+        return names, array("q", map(self._ids.__getitem__, names)).tobytes()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def key_numbers() -> KeyNumbers:
+    """The C numbering when the package was built with it, else the Python one."""
+    fast = filedata.fast_module()
+    return fast.KeyNumbers() if fast is not None else KeyNumbers()
+
+
 class FreshRows:
     """The postings rows of documents past every document there was (a build's batch), made
     at once from each document's keys and term frequencies: grouped and encoded in numpy, no
     row read or merged."""
 
-    def __init__(self, chunk: int) -> None:
+    def __init__(self, chunk: int, numbers: KeyNumbers | None = None) -> None:
         self._chunk = chunk
-        self._ids: dict[str, int] = {}
-        """each key once, with a number of its own (not consecutive: see `add`)"""
-        self._numbers = 0
+        self._numbers = numbers if numbers is not None else key_numbers()
+        """each key once, with a number of its own"""
         self._keys: list[np.ndarray] = []
         self._tfs: list[np.ndarray] = []
         self._docs: list[int] = []
         self._sizes: list[int] = []
 
-    def add(self, doc: int, keys: list[str], tfs: Sequence[int]) -> None:
-        """A document's keys (each once) and their term frequencies; documents come in rising
-        order. Only numbers are kept a key (a batch's memory is its distinct keys, once)."""
-        # a new key takes the number counted out for its place, a known one keeps its own
-        self._keys.append(np.fromiter(map(self._ids.setdefault, keys, range(self._numbers, self._numbers + len(keys))),
-                                      np.int64, len(keys)))
-        self._numbers += len(keys)
+    def add(self, doc: int, keys: str, tfs: Sequence[int]) -> None:
+        """A document's keys (each once, joined by spaces) and their term frequencies;
+        documents come in rising order. Only numbers are kept a key (a batch's memory is its
+        distinct keys, once)."""
+        numbers = np.frombuffer(self._numbers.add(keys), dtype=np.int64)
+        if len(numbers) != len(tfs):
+            raise ValueError(f"{len(numbers)} keys but {len(tfs)} term frequencies")
+        self._keys.append(numbers)
         self._tfs.append(np.asarray(tfs, dtype=np.int64))
         self._docs.append(doc)
-        self._sizes.append(len(keys))
+        self._sizes.append(len(numbers))
 
     def blocks(self, merged: Collection[int] = ()) -> tuple[list[tuple[int, str, str, bytes]], list[tuple[int, str, bytes]]]:
         """The rows as blocks (adapters.index_blocks: (chunk, first key, keys, data), in that
@@ -109,11 +143,11 @@ class FreshRows:
     def _laid_out(self) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, bytes] | None:
         """Every row's chunk, key, where it begins and ends in one buffer, and the buffer: by
         chunk, then key."""
-        if not self._ids:
+        if not len(self._numbers):
             return None
-        names = sorted(self._ids)
-        rank = np.zeros(self._numbers, dtype=np.int64)  # a key's number → its place in `names`
-        rank[np.fromiter(map(self._ids.__getitem__, names), np.int64, len(names))] = np.arange(len(names))
+        names, numbers = self._numbers.sorted()
+        rank = np.zeros(len(names), dtype=np.int64)  # a key's number → its place in `names`
+        rank[np.frombuffer(numbers, dtype=np.int64)] = np.arange(len(names))
         docs = np.repeat(np.asarray(self._docs, dtype=np.int64), self._sizes)
         low = int(docs[0]) // self._chunk
         # by chunk, then key; a stable sort keeps each key's documents in their rising order

@@ -13,6 +13,7 @@ PATH + term.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 from bisect import bisect_right
@@ -138,36 +139,40 @@ class IndexWriter:
         they are appended to the keys' rows there (`apply`). A file indexed before changes only
         the rows of the terms whose count changed. `pause()` is called before each file (a
         build gives way to the editor's requests; if it raises, nothing is written)."""
+        # a file named twice: its last text (files already indexed are looked up at once, below)
+        entries = list({file_id: (file_id, entry, stamp) for file_id, entry, stamp in entries}.values())
         with self.lock, self.transaction() as db:
             changes: dict[int, dict[str, dict[int, int]]] = {}
             """chunk → postings key → {doc: its new tf, 0 to drop it}"""
             start = fresh = self._next_doc()
             rows = index_rows.FreshRows(CHUNK)
+            known = {row[0]: row[1:] for row in db.execute(
+                "SELECT file_id, files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
+                "WHERE file_id IN (SELECT value FROM json_each(?))", (json.dumps([e[0] for e in entries]),))}
+            files, forms = [], []
             for file_id, entry, stamp in entries:
                 pause()
-                row = db.execute("SELECT files.doc, data, fingerprint, lines FROM files JOIN forms USING (doc) "
-                                       "WHERE file_id = ?",
-                                       (file_id,)).fetchone()
                 paths = Counter(path_terms(file_id))
-                counts, names = entry.counts, entry.term_list()
+                counts = entry.counts
                 length, path_length = sum(counts), sum(paths.values())
-                if row is not None:  # only the terms whose count changed: an edit changes a few
+                if (row := known.get(file_id)) is not None:  # only the terms whose count changed: an edit changes a few
                     doc = row[0]
                     before = index_rows.unpack_file(row[1], row[2], row[3])
                     old = dict(zip(before.term_list(), before.counts, strict=True))
-                    new = dict(zip(names, counts, strict=True))
+                    new = dict(zip(entry.term_list(), counts, strict=True))
                     for term in old.keys() | new.keys():
                         if (tf := new.get(term, 0)) != old.get(term, 0):
                             changes.setdefault(doc // CHUNK, {}).setdefault(term, {})[doc] = tf
                 else:
                     doc, start = start, start + 1
-                    rows.add(doc, names + [PATH + term for term in paths], [*counts, *paths.values()])
-                db.execute(
-                    "INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, path_length, "
-                    "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length, entry.lines))
-                db.execute("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)",
-                                 (doc, index_rows.pack_file(entry)))
+                    keys = " ".join([entry.terms] * bool(entry.terms) + [PATH + term for term in paths])
+                    rows.add(doc, keys, [*counts, *paths.values()])
+                files.append((doc, file_id, *(stamp or (None, None)), entry.fingerprint, length, path_length,
+                              entry.lines))
+                forms.append((doc, index_rows.pack_file(entry)))
+            db.executemany("INSERT OR REPLACE INTO files (doc, file_id, size, mtime_ns, fingerprint, length, "
+                           "path_length, lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", files)
+            db.executemany("INSERT OR REPLACE INTO forms (doc, data) VALUES (?, ?)", forms)
             # the new documents' rows: whole blocks, but in the chunk the last batch ended in
             # (which has blocks), rows appended to the keys' rows there
             blocks, rows_apart = rows.blocks(merged=self._chunks_with_blocks(fresh // CHUNK))

@@ -40,7 +40,7 @@ def test_a_batchs_blocks_hold_its_rows(seed):
     vocabulary = [f"k{n}" for n in range(400)] + ["common"]
     for doc in range(rng.randint(1, 200)):
         keys = sorted(set(rng.sample(vocabulary, rng.randint(1, 60))) | {"common"})
-        fresh.add(doc, keys, [rng.choice((1, 2, 3, 300)) for _ in keys])
+        fresh.add(doc, " ".join(keys), [rng.choice((1, 2, 3, 300)) for _ in keys])
     rows = fresh.blocks(merged=range(8))[1]  # every chunk's, as rows
     merged = {rows[0][0]} if seed % 2 else set()
     blocks, apart = fresh.blocks(merged)

@@ -100,6 +100,23 @@ def test_an_unchanged_file_keeps_its_postings_and_takes_the_new_stamp(disk):
     assert list(disk.names_of(disk.content_scores(["write"], 10)).values()) == ["a.py"]
 
 
+def test_a_file_written_twice_in_one_batch_is_indexed_once_as_its_last_text(disk):
+    """A batch names each file once in the index: the last of its texts, in one document, and a
+    batch of a new file and a changed one writes both."""
+    from margin.core.retrieval import filedata
+
+    disk.write([("a.py", filedata.from_text("stream = 1\n", "a"), None)])
+    disk.write([("b.py", filedata.from_text("parse_header()\n", "b1"), None),
+                ("a.py", filedata.from_text("session = 2\n", "a2"), None),
+                ("b.py", filedata.from_text("read_body()\n", "b2"), None)])
+    memory = RetrievalIndex()
+    memory.put("a.py", "session = 2\n", "a2")
+    memory.put("b.py", "read_body()\n", "b2")
+    assert sorted(disk.names_of(disk.content_scores(["session", "read", "body"], 10)).values()) == ["a.py", "b.py"]
+    assert disk.df("stream") == disk.df("parse") == 0 and disk.df("body") == 1
+    same_scores(disk, memory, "session read body stream parse", pool=5)
+
+
 def test_postings_span_chunks(tmp_path):
     """A term held by files in several chunks is scored across all of them."""
     index = DiskIndex(tmp_path / "index.db")

@@ -5,11 +5,13 @@ the short (Python) and the long (numpy) path, with term frequencies of any width
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import numpy as np
 import pytest
 
 from margin.adapters import index_rows
-from margin.core.retrieval import filedata
+from margin.core.retrieval import _fastterms, filedata
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -49,15 +51,21 @@ def test_a_packed_file_reads_back(text):
     assert index_rows.file_terms(packed) == entry.terms
 
 
-def test_fresh_rows_are_the_rows_encode_makes():
+def numberings() -> list[Any]:
+    """The key numberings FreshRows runs on: the C one (core.retrieval._fastterms), the Python one."""
+    return [pytest.param(_fastterms.KeyNumbers, id="C"), pytest.param(index_rows.KeyNumbers, id="Python")]
+
+
+@pytest.mark.parametrize("numbering", numberings())
+def test_fresh_rows_are_the_rows_encode_makes(numbering):
     """A build's rows, made by appending, read back as `encode`'s of the same pairs, a term
     frequency of 65,536 or more widening its row."""
     rng = random.Random(7)
-    fresh, want = index_rows.FreshRows(64), {}
+    fresh, want = index_rows.FreshRows(64, numbering()), {}
     for doc in range(0, 300, 3):
         counts = {key: rng.choice((1, 2, 1500, 70_000)) if key == "w" else rng.randint(1, 5)
                   for key in rng.sample(["a", "b", "w", "/p"], rng.randint(1, 4))}
-        fresh.add(doc, list(counts), list(counts.values()))
+        fresh.add(doc, " ".join(counts), list(counts.values()))
         for key, tf in counts.items():
             want.setdefault((doc // 64, key), []).append((doc, tf))
     rows = fresh.blocks(merged=range(8))[1]  # every chunk's, as rows
@@ -88,6 +96,23 @@ def test_a_terms_rows_of_several_chunks_decode_as_one_posting():
     assert (one.docs.tolist(), one.tfs.tolist()) == ([70], [2])
 
 
+def test_both_key_numberings_number_alike_and_sort_alike():
+    rng = random.Random(5)
+    vocabulary = [f"k{n}" for n in range(300)] + ["/path", "café", "a", "ab", "b", "Z", "_x"]
+    c, python = _fastterms.KeyNumbers(), index_rows.KeyNumbers()
+    for _ in range(200):
+        keys = " ".join(rng.sample(vocabulary, rng.randint(0, 40)))
+        assert c.add(keys) == python.add(keys)
+    assert len(c) == len(python) and c.sorted() == python.sorted()
+    assert c.sorted()[0] == sorted(c.sorted()[0])
+    assert np.frombuffer(python.add(""), dtype=np.int64).tolist() == []
+
+
+def test_fresh_rows_refuse_keys_and_term_frequencies_of_different_lengths():
+    with pytest.raises(ValueError, match="2 keys but 1 term frequencies"):
+        index_rows.FreshRows(64).add(0, "a b", [1])
+
+
 def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
     """1 byte a term frequency up to 255, 2 up to 65,535, 4 beyond: a row of ones is 3 bytes a
     document; FreshRows makes a row as wide as its largest."""
@@ -95,7 +120,7 @@ def test_a_row_is_as_wide_as_its_largest_term_frequency_needs():
     assert len(index_rows.encode(0, [(d, 1) for d in range(10)])) == 1 + 3 * 10
     fresh = index_rows.FreshRows(64)
     for doc, tf in enumerate((1, 7, 300, 2, 70_000, 3)):
-        fresh.add(doc, ["t"], [tf])
+        fresh.add(doc, "t", [tf])
     ((_, _, row),) = fresh.blocks(merged=[0])[1]
     assert row[0] == 4 and index_rows.decode(0, row).tfs.tolist() == [1, 7, 300, 2, 70_000, 3]
 

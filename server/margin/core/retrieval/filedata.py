@@ -19,9 +19,19 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Mapping
 from itertools import accumulate
+from types import ModuleType
 from typing import Any
 
-from margin.core.retrieval.terms import line_terms
+from margin.core.retrieval.terms import STOPWORDS, line_terms
+
+_fast: ModuleType | None = None
+try:  # the C tokeniser (_fastterms.c), built by the package when a C compiler was there
+    from margin.core.retrieval import _fastterms
+except ImportError:  # pragma: no cover - a build without a compiler: the Python below, identical
+    pass
+else:
+    _fastterms.set_stopwords(sorted(STOPWORDS))
+    _fast = _fastterms
 
 FORMAT = 2
 """`export`'s format version (1 was a hex bit mask of lines per term)."""
@@ -64,8 +74,31 @@ def typecode(lines: int) -> str:
     return "H" if lines < 1 << 16 else "I"
 
 
+def fast_tokeniser() -> bool:
+    """Whether `from_text` runs the C tokeniser (else the Python one, about seven times slower)."""
+    return _fast is not None
+
+
+def fast_module() -> ModuleType | None:
+    """The C module (its KeyNumbers numbers a build's keys), or None."""
+    return _fast
+
+
 def from_text(text: str, fingerprint: str) -> FileData:
-    """Tokenise `text` (lines split on "\\n", terms by `terms.line_terms`)."""
+    """Tokenise `text` (lines split on "\\n", terms by `terms.line_terms`): in C when the package
+    was built with it, else `python_from_text`; the output is identical."""
+    if _fast is None:
+        return python_from_text(text, fingerprint)
+    lines, terms, counts, positions = _fast.from_text(text)
+    code = typecode(lines)
+    counts_array, positions_array = array(code), array(code)
+    counts_array.frombytes(counts)
+    positions_array.frombytes(positions)
+    return FileData(fingerprint, lines, terms, counts_array, positions_array)
+
+
+def python_from_text(text: str, fingerprint: str) -> FileData:
+    """`from_text` in Python."""
     lines_of: dict[str, list[int]] = {}
     all_lines = text.split("\n")
     for number, terms in enumerate(line_terms(all_lines)):
