@@ -22,10 +22,11 @@ def test_wheel_ships_package_prompts_and_console_scripts(tmp_path):
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "margin-lsp = margin.lsp.main:main" in entry_points and "margin = margin.cli:main" in entry_points
     assert not any(n.startswith("tests/") for n in names)
-    # The C tokeniser is compiled in (hatch_build.py); its source is not shipped.
-    fast = sorted(n for n in names if n.startswith("margin/core/retrieval/_fastterms"))
-    assert fast == [f"margin/core/retrieval/_fastterms{sysconfig.get_config_var('EXT_SUFFIX')}",
-                    "margin/core/retrieval/_fastterms.pyi"], fast
+    # The C modules are compiled in (hatch_build.py); their sources are not shipped.
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    fast = sorted(n for n in names if "/_fast" in n)
+    assert fast == [f"margin/adapters/_fastrows{suffix}", "margin/adapters/_fastrows.pyi",
+                    f"margin/core/retrieval/_fastterms{suffix}", "margin/core/retrieval/_fastterms.pyi"], fast
 
 
 def test_without_the_c_tokeniser_the_wheel_is_pure_python_and_says_why(tmp_path):
@@ -34,7 +35,7 @@ def test_without_the_c_tokeniser_the_wheel_is_pure_python_and_says_why(tmp_path)
                              "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "MARGIN_PURE_PYTHON": "1"})
     assert result.returncode == 0, result.stderr
-    assert "the C tokeniser was not built, the pure-Python one will be used (MARGIN_PURE_PYTHON=1)" in \
+    assert "_fastterms.c was not built, its pure-Python counterpart will be used (MARGIN_PURE_PYTHON=1)" in \
         result.stdout + result.stderr
     wheel = next(tmp_path.glob("margin_lsp-*.whl"))
     assert wheel.name.endswith("-py3-none-any.whl")

@@ -29,7 +29,7 @@ import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from margin.adapters.index_overlay import Overlay, View
 from margin.adapters.index_writer import CHUNK, PATH, IndexWriter, connect
 from margin.core.index_store import IndexUnavailable
 from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
-from margin.core.retrieval.dense import Posting, bm25
+from margin.core.retrieval.dense import Scorable, bm25
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.ranking import CONTENT_B, PATH_B
 from margin.core.workspace_files import Stamp
@@ -82,7 +82,7 @@ class DiskIndex:
         current at (checked against the file's fingerprint once the file changed since)"""
         self._pinned = False
         """within a search: the file is taken as it was when the search began"""
-        self._read: dict[str, Posting | None] = {}
+        self._read: dict[str, index_rows.Rows | None] = {}
         """within a search: the postings it read first (None: the key has none)"""
         self._form_lines = 0
 
@@ -226,7 +226,7 @@ class DiskIndex:
             part = keys[start:start + 500]
             yield from self._db.execute(select(len(part)), part)
 
-    def _postings(self, keys: Iterable[str]) -> dict[str, Posting]:
+    def _postings(self, keys: Iterable[str]) -> dict[str, index_rows.Rows]:
         """The postings of `keys`, read in one statement (each key's rows in chunk order), or
         taken from what the search in progress read first (`_read`)."""
         wanted = list(dict.fromkeys(keys))
@@ -238,18 +238,20 @@ class DiskIndex:
         postings = {}
         for key, parts in rows.items():
             parts.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
-            postings[key] = index_rows.decode_rows([chunk * CHUNK for chunk, _ in parts], [data for _, data in parts])
+            postings[key] = index_rows.Rows([chunk * CHUNK for chunk, _ in parts], [data for _, data in parts])
         return postings
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
         """The best `pool` documents by the code's BM25, as `Postings.score` scores them."""
         with self._lock:
             self._current()
-            postings, count, total, lengths = self._postings(terms), self._count, self._total, self._lengths
-            if (view := self._view()) is not None:
-                postings = view.postings(postings, list(terms), path=False)
+            found = self._postings(terms)
+            postings: Mapping[str, Scorable] = found
+            count, total, lengths = self._count, self._total, self._lengths
+            if (view := self._view()) is not None:  # the overlay's files merged into the decoded rows
+                postings = view.postings({t: rows.posting() for t, rows in found.items()}, list(terms), path=False)
                 count, total, lengths = view.totals(count, total, lengths, path=False)
-            self._dfs.update((term, len(postings[term].docs) if term in postings else 0) for term in terms)
+            self._dfs.update((term, postings[term].df if term in postings else 0) for term in terms)
             self._documents = count
             return bm25(postings, count, total, lengths, CONTENT_B, pool)
 
@@ -257,18 +259,19 @@ class DiskIndex:
         """The best `pool` documents by the path's BM25, as `bm25.Field.score` scores them."""
         with self._lock:
             self._current()
-            found = {key[len(PATH):]: p for key, p in self._postings(PATH + t for t in terms).items()}
+            found = {key[len(PATH):]: rows for key, rows in self._postings(PATH + t for t in terms).items()}
+            postings: Mapping[str, Scorable] = found
             count, total, lengths = self._count, self._path_total, self._path_lengths
             if (view := self._view()) is not None:
-                found = view.postings(found, list(terms), path=True)
+                postings = view.postings({t: rows.posting() for t, rows in found.items()}, list(terms), path=True)
                 count, total, lengths = view.totals(count, total, lengths, path=True)
-            return bm25(found, count, total, lengths, PATH_B, pool)
+            return bm25(postings, count, total, lengths, PATH_B, pool)
 
     def df(self, term: str) -> int:
         with self._lock:
             self._current()
             found = self._postings([term]).get(term)
-        return 0 if found is None else len(found.docs)
+        return 0 if found is None else found.df
 
     def idf(self, term: str) -> float:
         """The code field's idf of `term`, as `Postings.idf` (the document frequency

@@ -228,6 +228,46 @@ def decode_rows(chunk_starts: Sequence[int], rows: Sequence[bytes]) -> Posting:
     return Posting(offsets.astype(np.int64) + np.repeat(np.asarray(chunk_starts, dtype=np.int64), counts), tfs)
 
 
+try:  # BM25 from the rows in C (_fastrows.c), built by the package when a C compiler was there
+    from margin.adapters import _fastrows
+except ImportError:  # pragma: no cover - a build without a compiler: the rows are decoded for numpy
+    _FAST_ROWS = False
+else:
+    _FAST_ROWS = True
+
+
+class Rows:
+    """One term's rows of several chunks (in chunk order), as read: a posting (core.retrieval.
+    dense.Scorable) that adds its BM25 to a query's scores straight from the rows (in C), and
+    decodes them (`decode_rows`) only when its documents are asked for."""
+
+    __slots__ = ("_posting", "df", "rows", "starts")
+
+    def __init__(self, starts: list[int], rows: list[bytes]) -> None:
+        self.starts, self.rows = starts, rows
+        self.df = sum((len(row) - 1) // (2 + row[0]) for row in rows)
+        self._posting: Posting | None = None
+
+    def posting(self) -> Posting:
+        if self._posting is None:
+            self._posting = decode_rows(self.starts, self.rows)
+        return self._posting
+
+    @property
+    def docs(self) -> np.ndarray:
+        return self.posting().docs
+
+    @property
+    def tfs(self) -> np.ndarray:
+        return self.posting().tfs
+
+    def add_to(self, scores: np.ndarray, lengths: np.ndarray, idf: float, a: float, c: float) -> None:
+        if _FAST_ROWS and self._posting is None:
+            _fastrows.accumulate(scores, lengths, self.rows, self.starts, idf, a, c)
+        else:
+            self.posting().add_to(scores, lengths, idf, a, c)
+
+
 def appended(row: bytes, more: bytes) -> bytes:
     """A row with the documents of `more` (all after its own) added at its end."""
     n, m = size(row), size(more)

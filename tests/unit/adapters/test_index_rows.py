@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from margin.adapters import index_rows
-from margin.core.retrieval import _fastterms, filedata
+from margin.adapters import _fastrows, index_rows
+from margin.core.retrieval import _fastterms, dense, filedata
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -135,3 +135,60 @@ def test_a_row_appended_to_holds_both_rows_documents_at_its_width(widths):
     row = index_rows.appended(index_rows.encode(0, first), index_rows.encode(0, later))
     assert row == index_rows.encode(0, first + later)
     assert row[0] == max(widths)
+
+
+def random_rows(rng: random.Random, chunk: int, chunks: int) -> tuple[list[int], list[bytes]]:
+    """One term's rows in `chunks` chunks of `chunk` documents, of mixed widths."""
+    starts, rows = [], []
+    for n in sorted(rng.sample(range(chunks * 2), chunks)):
+        docs = sorted(rng.sample(range(chunk), rng.randint(1, chunk // 2)))
+        big = rng.choice((9, 300, 70_000))
+        starts.append(n * chunk)
+        rows.append(index_rows.encode(n * chunk, [(n * chunk + d, rng.randint(1, big)) for d in docs]))
+    return starts, rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bm25_from_rows_gives_the_decoded_postings_floats_in_c_and_in_python(seed, monkeypatch):
+    """Rows add their BM25 straight from the bytes (C, _fastrows.c) with the very floats that the
+    decoded posting's numpy gives, and so does the Python fallback; bm25's best are the same."""
+    rng = random.Random(seed)
+    chunk, chunks = 64, 5
+    lengths = np.array([float(rng.randint(1, 5000)) for _ in range(chunk * chunks * 2)])
+    terms = {f"t{n}": random_rows(rng, chunk, rng.randint(1, chunks)) for n in range(4)}
+    decoded = {t: index_rows.decode_rows(starts, rows) for t, (starts, rows) in terms.items()}
+    want = dense.bm25(decoded, len(lengths), int(lengths.sum()), lengths, 0.75, 40)
+    assert index_rows._FAST_ROWS
+    for fast in (True, False):
+        monkeypatch.setattr(index_rows, "_FAST_ROWS", fast)
+        rows = {t: index_rows.Rows(starts, rows) for t, (starts, rows) in terms.items()}
+        assert [r.df for r in rows.values()] == [len(p.docs) for p in decoded.values()]
+        assert dense.bm25(rows, len(lengths), int(lengths.sum()), lengths, 0.75, 40) == want
+        for t, r in rows.items():
+            one, other = np.zeros(len(lengths)), np.zeros(len(lengths))
+            r.add_to(one, lengths, 2.5, 0.3, 0.0007)
+            decoded[t].add_to(other, lengths, 2.5, 0.3, 0.0007)
+            assert one.tobytes() == other.tobytes()
+            assert r.docs.tolist() == decoded[t].docs.tolist() and r.tfs.tolist() == decoded[t].tfs.tolist()
+
+
+def test_bm25_from_rows_refuses_damaged_rows_and_wrong_arrays():
+    scores, lengths = np.zeros(10), np.ones(10)
+    good = index_rows.encode(0, [(1, 2), (9, 1)])
+    _fastrows.accumulate(scores, lengths, [good], [0], 1.0, 0.5, 0.1)
+    assert np.flatnonzero(scores).tolist() == [1, 9]
+    for rows, starts, message in (([good[:-1]], [0], "damaged"), ([b"\x03" + good[1:]], [0], "damaged"),
+                                  ([b""], [0], "damaged"), ([good], [8], "names document 17 of 10"),
+                                  ([good], [0, 1], "differ in length")):
+        before = scores.copy()
+        with pytest.raises(ValueError, match=message):
+            _fastrows.accumulate(scores, lengths, rows, starts, 1.0, 0.5, 0.1)
+        if message == "names document 17 of 10":  # the documents before the bad one were added
+            continue
+        assert scores.tobytes() == before.tobytes()
+    with pytest.raises(TypeError, match="scores must be a contiguous float64 array"):
+        _fastrows.accumulate(np.zeros(10, dtype=np.float32), lengths, [good], [0], 1.0, 0.5, 0.1)
+    with pytest.raises(TypeError, match="lengths must be a contiguous float64 array"):
+        _fastrows.accumulate(scores, np.ones(10, dtype=np.int64), [good], [0], 1.0, 0.5, 0.1)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        _fastrows.accumulate(scores, np.ones(20)[::2], [good], [0], 1.0, 0.5, 0.1)
