@@ -208,15 +208,16 @@ class DiskIndex:
     def _pairs(self, select: str, keys: Iterable[Any], kept: dict[Any, Any]) -> dict[Any, Any]:
         """`select`'s pairs for `keys`, those looked up lately from `kept` (a query asks for the
         names of the same best documents as the last: the files a common term ranks first)."""
-        keys = list(keys)
+        wanted = dict.fromkeys(keys).keys()
         with self._lock:
             self._current()
-            found = {key: kept[key] for key in keys if key in kept}
-            found.update(self._select_in(lambda n: f"{select}({','.join('?' * n)})",
-                                         [key for key in dict.fromkeys(keys) if key not in found]))
-            if len(kept) > NAMES_KEPT:
+            known = wanted & kept.keys()  # set operations in C: a query's few thousand keys, most known
+            found = {key: kept[key] for key in known}
+            new = dict(self._select_in(lambda n: f"{select}({','.join('?' * n)})", list(wanted - known)))
+            if len(kept) + len(new) > NAMES_KEPT:
                 kept.clear()
-            kept.update(found)
+            kept.update(new)
+            found.update(new)
         return found
 
     def _select_in(self, select: Callable[[int], str], keys: list[Any]) -> Iterator[Any]:
