@@ -13,7 +13,7 @@ import heapq
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from itertools import chain, repeat
 from operator import floordiv
 from typing import Protocol
@@ -79,7 +79,7 @@ def score_files(corpus: Corpus, terms: list[str], limit: int, signals: Signals |
         _add(similarity, {docs[p]: s for p, s in scored.items() if p in docs}, w.subject_weight)
     priority: dict[int, float] = {}
     if history is not None and w.feedback and similarity:
-        near = history.cochange(_best(similarity, w.feedback_files, corpus.names_of(similarity)))
+        near = history.cochange(_best(similarity, w.feedback_files, corpus.names_of))
         docs = corpus.docs_of(near)
         priority = {docs[p]: w.feedback * s for p, s in near.items() if p in docs}
     if signals is not None:
@@ -203,13 +203,16 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(text_terms(query)))
 
 
-def _best(scores: dict[int, float], k: int, names: Names) -> list[str]:
+def _best(scores: dict[int, float], k: int, names_of: Callable[[Iterable[int]], Names]) -> list[str]:
     """The `k` best documents' names, ties broken by name: the same as `heapq.nsmallest(k,
-    scores, key=lambda d: (-scores[d], names[d]))`, without a key call per document."""
+    scores, key=lambda d: (-scores[d], names[d]))`, without a key call per document, and the
+    names looked up for the best (and those tied with the `k`-th) only."""
     if k <= 0:
         return []
     floor = heapq.nlargest(k, scores.values())[-1] if len(scores) > k else float("-inf")
-    return [f for _, f in sorted((-v, names[d]) for d, v in scores.items() if v >= floor)[:k]]
+    docs = [d for d, v in scores.items() if v >= floor]
+    names = names_of(docs)
+    return [f for _, f in sorted((-scores[d], names[d]) for d in docs)[:k]]
 
 
 def _add(into: dict[int, float], scores: dict[int, float], weight: float) -> None:
