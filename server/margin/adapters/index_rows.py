@@ -59,28 +59,26 @@ def width(largest: int) -> int:
 
 
 class KeyNumbers:
-    """A number for each distinct key, counted up in the order first seen: the Python of
-    core.retrieval._fastterms.KeyNumbers (what `FreshRows` uses when the package has it), with
-    the same numbers."""
+    """A number for each distinct key: the Python of core.retrieval._fastterms.KeyNumbers (what
+    `FreshRows` uses when the package has it). A new key takes the number counted out for its
+    place, so numbers are not consecutive here (they are in C): both give each key one number
+    and the same sorted keys."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
+        self._counted = 0
 
     def add(self, keys: str) -> bytes:
         """The numbers of the space-separated `keys` ("" holds none), as native int64s."""
-        ids = self._ids
-        numbers = array("q")
-        for key in keys.split(" ") if keys else ():
-            number = ids.get(key)
-            if number is None:
-                number = ids[key] = len(ids)
-            numbers.append(number)
-        return numbers.tobytes()
+        parts = keys.split(" ") if keys else []
+        start, self._counted = self._counted, self._counted + len(parts)
+        return np.fromiter(map(self._ids.setdefault, parts, range(start, self._counted)), np.int64,
+                           len(parts)).tobytes()
 
     def sorted(self) -> tuple[list[str], bytes]:
         """Every key in sorted order, and their numbers as native int64s."""
         names = sorted(self._ids)
-        return names, array("q", map(self._ids.__getitem__, names)).tobytes()
+        return names, np.fromiter(map(self._ids.__getitem__, names), np.int64, len(names)).tobytes()
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -145,9 +143,11 @@ class FreshRows:
         chunk, then key."""
         if not len(self._numbers):
             return None
-        names, numbers = self._numbers.sorted()
-        rank = np.zeros(len(names), dtype=np.int64)  # a key's number → its place in `names`
-        rank[np.frombuffer(numbers, dtype=np.int64)] = np.arange(len(names))
+        names, numbered = self._numbers.sorted()
+        numbers = np.frombuffer(numbered, dtype=np.int64)
+        rank = np.zeros(int(numbers.max()) + 1, dtype=np.int64)  # a key's number → its place in `names`
+        rank[numbers] = np.arange(len(names))
+        del numbers
         docs = np.repeat(np.asarray(self._docs, dtype=np.int64), self._sizes)
         low = int(docs[0]) // self._chunk
         # by chunk, then key; a stable sort keeps each key's documents in their rising order
