@@ -6,7 +6,8 @@ server"). Run by scripts/build-vscode-extension.sh:
 
     .venv/bin/python scripts/bundle_vscode_server.py --target linux-x64 [--wheel margin_lsp-*.whl]
 
-Builds Margin's wheel (unless one is given), resolves its dependencies for the first Python with
+Builds Margin's pure-Python wheel (unless one is given; the workspace index's optional C modules
+would serve one Python only), resolves its dependencies for the first Python with
 wheels only (`--only-binary=:all:`) for the target's platform, then installs exactly those
 versions for the other Pythons and merges them: pure-Python files are the same, and each native
 module's file name carries its Python (`_pydantic_core.cpython-312-x86_64-linux-gnu.so`), so the
@@ -79,13 +80,16 @@ def host_target() -> str:
     return f"{system}-{machine}"
 
 
-def pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet", *args], check=True)
+def pip(*args: str, env: dict[str, str] | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet", *args], check=True,
+                   env=env)
 
 
 def build_wheel(into: Path) -> Path:
-    pip("wheel", "--no-deps", str(REPO), "-w", str(into))
-    [wheel] = into.glob("margin_lsp-*.whl")
+    """Margin's pure-Python wheel (MARGIN_PURE_PYTHON=1): one bundle serves every Python and its
+    target, where the C modules a compiler builds here would serve this machine's Python only."""
+    pip("wheel", "--no-deps", str(REPO), "-w", str(into), env={**os.environ, "MARGIN_PURE_PYTHON": "1"})
+    [wheel] = into.glob("margin_lsp-*-py3-none-any.whl")
     return wheel
 
 

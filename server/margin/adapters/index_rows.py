@@ -25,6 +25,7 @@ from itertools import pairwise
 import numpy as np
 
 from margin.adapters import index_blocks
+from margin.core.index_store import IndexUnavailable
 from margin.core.retrieval import filedata
 from margin.core.retrieval.dense import Posting
 from margin.core.retrieval.filedata import FileData
@@ -245,12 +246,17 @@ class Rows:
 
     def __init__(self, starts: list[int], rows: list[bytes]) -> None:
         self.starts, self.rows = starts, rows
+        if not all(row and row[0] in _CODES and (len(row) - 1) % (2 + row[0]) == 0 for row in rows):
+            raise IndexUnavailable("a damaged postings row (its width or its length)")
         self.df = sum((len(row) - 1) // (2 + row[0]) for row in rows)
         self._posting: Posting | None = None
 
     def posting(self) -> Posting:
         if self._posting is None:
-            self._posting = decode_rows(self.starts, self.rows)
+            try:
+                self._posting = decode_rows(self.starts, self.rows)
+            except (ValueError, IndexError) as error:  # a damaged file: the query gets no snippets
+                raise IndexUnavailable(f"a damaged postings row ({error})") from error
         return self._posting
 
     @property
@@ -262,10 +268,13 @@ class Rows:
         return self.posting().tfs
 
     def add_to(self, scores: np.ndarray, lengths: np.ndarray, idf: float, a: float, c: float) -> None:
-        if _FAST_ROWS and self._posting is None:
-            _fastrows.accumulate(scores, lengths, self.rows, self.starts, idf, a, c)
-        else:
-            self.posting().add_to(scores, lengths, idf, a, c)
+        try:
+            if _FAST_ROWS and self._posting is None:
+                _fastrows.accumulate(scores, lengths, self.rows, self.starts, idf, a, c)
+            else:
+                self.posting().add_to(scores, lengths, idf, a, c)
+        except (ValueError, IndexError) as error:  # a damaged file (the scores are this query's own)
+            raise IndexUnavailable(f"a damaged postings row ({error})") from error
 
 
 def appended(row: bytes, more: bytes) -> bytes:

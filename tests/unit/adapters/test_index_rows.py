@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from margin.adapters import _fastrows, index_rows
+from margin.core.index_store import IndexUnavailable
 from margin.core.retrieval import _fastterms, dense, filedata
 
 
@@ -196,3 +197,15 @@ def test_bm25_from_rows_refuses_damaged_rows_and_wrong_arrays():
         _fastrows.accumulate(scores, np.ones(10, dtype=np.int64), [good], [0], 1.0, 0.5, 0.1)
     with pytest.raises(ValueError, match="not C-contiguous"):
         _fastrows.accumulate(scores, np.ones(20)[::2], [good], [0], 1.0, 0.5, 0.1)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_damaged_row_makes_the_index_unavailable_for_the_query_by_name(fast, monkeypatch):
+    """A postings row damaged on disk fails the query as IndexUnavailable, which retrieval
+    answers with no snippets (and a warning), in C and in Python alike."""
+    monkeypatch.setattr(index_rows, "_FAST_ROWS", fast)
+    good = index_rows.encode(0, [(1, 2), (9, 1)])
+    past_the_end = index_rows.encode(64, [(64 + 70, 1)])  # document 134 of 128
+    for damaged in (good[:-1], b"\x03" + good[1:], b"", b"\x02" + good[1:], past_the_end):
+        with pytest.raises(IndexUnavailable, match="a damaged postings row"):
+            dense.bm25({"t": index_rows.Rows([0, 64], [good, damaged])}, 128, 128, np.ones(128), 0.75, 10)
