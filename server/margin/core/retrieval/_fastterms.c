@@ -412,17 +412,6 @@ static PyObject *keys_add(KeyNumbers *k, PyObject *arg) {
     return out;
 }
 
-static PyObject *keys_keys(KeyNumbers *k, PyObject *unused) {
-    PyObject *list = PyList_New(k->count);
-    if (!list) return NULL;
-    for (Py_ssize_t t = 0; t < k->count; t++) {
-        PyObject *key = PyUnicode_DecodeUTF8(k->chars + k->offs[t], (Py_ssize_t)(k->offs[t + 1] - k->offs[t]), "strict");
-        if (!key) { Py_DECREF(list); return NULL; }
-        PyList_SET_ITEM(list, t, key);
-    }
-    return list;
-}
-
 static KeyNumbers *sorting;  /* the keys merge_keys compares (it runs with the GIL held) */
 
 static int key_less(Py_ssize_t a, Py_ssize_t b) {
@@ -467,7 +456,6 @@ static PyMethodDef keys_methods[] = {
     {"add", (PyCFunction)keys_add, METH_O,
      "add(keys) -> bytes: the numbers of the space-separated keys (new ones numbered on from the "
      "last), as native int64s; \"\" holds no key."},
-    {"keys", (PyCFunction)keys_keys, METH_NOARGS, "keys() -> list[str]: every key, by its number."},
     {"sorted", (PyCFunction)keys_sorted, METH_NOARGS,
      "sorted() -> (keys, numbers): every key in sorted order, and their numbers as native int64s."},
     {NULL, NULL, 0, NULL}};
