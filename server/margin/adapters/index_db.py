@@ -38,7 +38,7 @@ import numpy as np
 
 from margin.adapters import index_blocks, index_rows
 from margin.adapters.index_overlay import Overlay, View
-from margin.adapters.index_writer import CHUNK, PATH, IndexWriter, connect
+from margin.adapters.index_writer import CHUNK, PATH, PATH_CHUNK, IndexWriter, chunk_start, connect
 from margin.core.index_store import IndexUnavailable
 from margin.core.retrieval import DEFAULT_WEIGHTS, Hit, Signals, Weights, filedata, ranking
 from margin.core.retrieval.dense import Scorable, bm25
@@ -235,11 +235,11 @@ class DiskIndex:
             return {key: found for key in wanted if (found := self._read[key]) is not None}
         rows: dict[str, list[tuple[int, bytes]]] = {}
         for term, chunk, names, data, at in self._select_in(self._by_terms, wanted):
-            rows.setdefault(term, []).append((chunk, index_blocks.row_at(names, data, at)))
+            rows.setdefault(term, []).append((chunk_start(chunk), index_blocks.row_at(names, data, at)))
         postings = {}
         for key, parts in rows.items():
-            parts.sort(key=itemgetter(0))  # by chunk (SQLite would sort the blobs themselves)
-            postings[key] = index_rows.Rows([chunk * CHUNK for chunk, _ in parts], [data for _, data in parts])
+            parts.sort(key=itemgetter(0))  # in chunk order (SQLite would sort the blobs themselves)
+            postings[key] = index_rows.Rows([start for start, _ in parts], [data for _, data in parts])
         return postings
 
     def content_scores(self, terms: Sequence[str], pool: int) -> dict[int, float]:
@@ -345,15 +345,17 @@ class DiskIndex:
 
     def _by_terms(self, count: int) -> str:
         """A select of `count` keys' blocks (key, chunk, keys, data, where the key is among the
-        keys), in no order: for each
-        chunk and key, the block whose first key is the greatest not after the key (a look-up
-        in the small index of blocks, then one in the blocks), kept when the key is among its
-        keys. (Blocks are a rowid table: in one keyed by (chunk, first) each step of a look-up
-        read a long block's overflow pages.)"""
-        chunks = ",".join(f"({chunk})" for chunk in range(max(-(-len(self._lengths) // CHUNK), 1)))
-        return f"WITH q(key) AS (VALUES {','.join(['(?)'] * count)}), c(chunk) AS (VALUES {chunks}), " \
+        keys), in no order: for each chunk (the code's chunks for a term, the path chunks for
+        a path key) and key, the block whose first key is the greatest not after the key (a
+        look-up in the small index of blocks, then one in the blocks), kept when the key is
+        among its keys. (Blocks are a rowid table: in one keyed by (chunk, first) each step of
+        a look-up read a long block's overflow pages.)"""
+        documents = len(self._lengths)
+        chunks = ",".join([*(f"({chunk},0)" for chunk in range(max(-(-documents // CHUNK), 1))),
+                           *(f"({-1 - chunk},1)" for chunk in range(max(-(-documents // PATH_CHUNK), 1)))])
+        return f"WITH q(key) AS (VALUES {','.join(['(?)'] * count)}), c(chunk, path) AS (VALUES {chunks}), " \
                "p AS (SELECT q.key AS key, c.chunk AS chunk, (SELECT id FROM blocks WHERE chunk = c.chunk " \
-               "AND first <= q.key ORDER BY first DESC LIMIT 1) AS id FROM q, c) " \
+               f"AND first <= q.key ORDER BY first DESC LIMIT 1) AS id FROM q, c WHERE c.path = (substr(q.key, 1, 1) = '{PATH}')) " \
                "SELECT p.key, p.chunk, b.keys, b.data, instr(b.keys, char(10) || p.key || char(10)) AS at " \
                "FROM p JOIN blocks AS b ON b.id = p.id WHERE at > 0"
 

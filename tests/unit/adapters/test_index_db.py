@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from margin.adapters import index_blocks
-from margin.adapters.index_db import CHUNK, DiskIndex
+from margin.adapters import index_blocks, index_db, index_writer
+from margin.adapters.index_db import CHUNK, PATH_CHUNK, DiskIndex
 from margin.core.retrieval import RetrievalIndex
 from margin.core.retrieval.ranking import query_terms as _query_terms
 from margin.core.workspace_files import Stamp
@@ -50,13 +50,19 @@ def disk(tmp_path):
     index.close()
 
 
+@pytest.mark.parametrize("chunks", [(CHUNK, PATH_CHUNK), (4, 16)])
 @pytest.mark.parametrize("block_bytes", [index_blocks.BLOCK_BYTES, 40])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removals(disk, seed, block_bytes,
+def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removals(disk, seed, block_bytes, chunks,
                                                                                    monkeypatch):
     """Also with blocks of a few keys each: changes then split blocks, empty them and move
-    their first keys."""
+    their first keys; and with chunks of a few documents, so that the code's rows and the
+    paths' (wider chunks) span many, files are added to chunks that have rows and removed
+    from the middle ones."""
     monkeypatch.setattr(index_blocks, "BLOCK_BYTES", block_bytes)
+    for module in (index_writer, index_db):
+        monkeypatch.setattr(module, "CHUNK", chunks[0])
+        monkeypatch.setattr(module, "PATH_CHUNK", chunks[1])
     rng = random.Random(seed)
     memory = RetrievalIndex()
     files = {path(rng, n): text(rng) for n in range(60)}
@@ -89,6 +95,10 @@ def test_the_same_scores_as_the_index_in_memory_through_puts_changes_and_removal
         assert keys == sorted(set(keys))
     assert all(first == index_blocks.key_list(names)[0] for _, first, names in blocks)
     assert len(blocks) > (20 if block_bytes < 100 else 0)
+    if chunks[0] < 10:  # the paths' chunks (numbered below 0) hold the path keys, the code's the terms
+        assert {chunk < 0 for chunk, _, _ in blocks} == {True, False}
+        assert all((chunk < 0) == first.startswith("/") for chunk, first, _ in blocks)
+        assert len({chunk for chunk, _, _ in blocks if chunk < 0}) >= 3
 
 
 def test_an_unchanged_file_keeps_its_postings_and_takes_the_new_stamp(disk):

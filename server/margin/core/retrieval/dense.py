@@ -67,9 +67,35 @@ def bm25(postings: Mapping[str, Scorable], documents: int, total_length: int, le
     scores = np.zeros(len(lengths))
     for idf, _, posting in entries:
         posting.add_to(scores, lengths, idf, a, c)
-    found = np.flatnonzero(scores)
-    if len(found) > pool:  # the pool-th best (above 0, as every score is), from the fewer values
-        held = scores if 2 * len(found) > len(scores) else scores[found]
-        floor = np.partition(held, len(held) - pool)[len(held) - pool]
-        found = found[scores[found] >= floor]
+    found = best(scores, pool)
     return dict(zip(found.tolist(), scores[found].tolist(), strict=True))
+
+
+SAMPLE_STEP = 8
+"""`best` reads every SAMPLE_STEP-th score first, for a floor under the pool's"""
+
+
+def best(scores: np.ndarray, pool: int) -> np.ndarray:
+    """The documents (in order) whose score is above 0 and at least the `pool`-th best's (all
+    those above 0 when at most `pool` are). Scores are never below 0.
+
+    Partitioning every document's score cost about 1 ms a field at 100,000 files, most of them
+    above 0 when a term is common. The `pool`-th best of every SAMPLE_STEP-th score is at most
+    the `pool`-th best of them all (a part holds no more scores above a floor than the whole),
+    so only the scores at least that high, about pool·SAMPLE_STEP, are partitioned. (Masks,
+    not np.flatnonzero(scores): a float array's non-zeros are found several times slower.)"""
+    above = scores > 0
+    count = int(np.count_nonzero(above))
+    if count <= pool:
+        return np.flatnonzero(above)
+    found = None if 2 * count > len(scores) else np.flatnonzero(above)
+    held = scores if found is None else scores[found]
+    sample = held[::SAMPLE_STEP]
+    if len(sample) > pool and (low := np.partition(sample, len(sample) - pool)[len(sample) - pool]) > 0:
+        at = np.flatnonzero(held >= low)  # every score at least the pool-th best: `pool` or more
+    else:
+        at = np.flatnonzero(held > 0)
+    part = held[at]
+    at = at[part >= np.partition(part, len(part) - pool)[len(part) - pool]]
+    chosen: np.ndarray = at if found is None else found[at]
+    return chosen
