@@ -96,15 +96,40 @@ def score_files(corpus: Corpus, terms: list[str], limit: int, signals: Signals |
     top = max(similarity.values(), default=0.0) or 1.0
     for doc in priority.keys() - similarity.keys():
         similarity[doc] = 0.0
-    names = corpus.names_of(similarity)
     excluded = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
     pri_get, rec_get = priority.get, recency.get
     # combine(), inlined with the same operations: a tuple per candidate, objects for the best.
     ws, wp, wr, wt = w.similarity, w.priority, w.recency, w.type * FACT_TYPE
-    keyed = [(-(ws * (s / top) + wp * pri_get(d, 0.0) + wr * rec_get(f, 0.0) + wt), f, d)
-             for d, s in similarity.items() if (f := names[d]) not in excluded]
+    known = {d: ws * (s / top) + wp * pri_get(d, 0.0) for d, s in similarity.items()}
+    """each candidate's score but its recency's part (and the type's), which needs its name"""
+    reach = _within_reach(known, limit, corpus.names_of, excluded, lambda p, f: p + wr * rec_get(f, 0.0) + wt,
+                          wr * max(recency.values(), default=0.0), wt)
+    names = corpus.names_of(reach)
+    keyed = [(-(ws * (similarity[d] / top) + wp * pri_get(d, 0.0) + wr * rec_get(f, 0.0) + wt), f, d)
+             for d in reach if (f := names[d]) not in excluded]
     return [FileScore(f, -neg, similarity[d] / top, pri_get(d, 0.0), rec_get(f, 0.0))
             for neg, f, d in heapq.nsmallest(limit, keyed)]
+
+
+def _within_reach(known: dict[int, float], limit: int, names_of: Callable[[Iterable[int]], Names],
+                  excluded: Collection[str], score: Callable[[float, str], float], most: float,
+                  last: float) -> list[int]:
+    """The candidates that can be among the best `limit`, to look up names for (a query has
+    ~1,800 candidates, a name each to look up on disk): `known[d] + most + last` bounds a
+    candidate's score from above (`most`: the largest part the name can add; float sums
+    grow with their terms, so the bound is never below the score `score(known[d], name)`
+    computes), and the `limit`-th best score of the candidates best by `known` that are not
+    excluded bounds the `limit`-th best score from below. A candidate whose bound is below it
+    cannot be ranked (ties are kept: they are broken by name)."""
+    first = heapq.nlargest(limit + len(excluded), known, key=known.__getitem__)
+    if len(first) == len(known):
+        return first
+    names = names_of(first)
+    sure = sorted((score(known[d], f) for d in first if (f := names[d]) not in excluded), reverse=True)
+    if len(sure) < limit:
+        return list(known)
+    cut = sure[limit - 1]
+    return [d for d, value in known.items() if value + most + last >= cut]
 
 
 def search(corpus: Corpus, query: str, *, limit: int = 8, signals: Signals | None = None,

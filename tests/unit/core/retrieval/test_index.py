@@ -6,6 +6,7 @@ import json
 import random
 from bisect import bisect_left
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -273,3 +274,48 @@ def test_best_windows_are_exactly_those_of_scoring_every_window(seed, lines, per
     assert RetrievalIndex._best_windows(entry, idf, per_file) == _best_windows_per_window(entry, idf, per_file)
     # Searched again, with the file's term list and offsets kept from the first time.
     assert RetrievalIndex._best_windows(entry, idf, per_file) == _best_windows_per_window(entry, idf, per_file)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_names_are_looked_up_only_for_candidates_within_reach_and_the_ranking_is_that_of_all(seed, monkeypatch):
+    """score_files looks up the names of the candidates whose score can reach the best `limit`
+    (their recency is what needs the name): the same files, in the same order with the same
+    scores, as scoring every candidate — with recency deciding, ties, excluded files among the
+    best, and fewer candidates than `limit`."""
+    from margin.core.retrieval import ranking
+
+    rng = random.Random(seed)
+    words = ["parse", "read", "body", "client", "stream", "header", "cookie", "retry", "token", "proxy"]
+    files = {f"pkg{n % 7}/{rng.choice(words)}_{n}.py": "\n".join(
+        " ".join(rng.choices(words, k=rng.randint(1, 5))) for _ in range(rng.randint(1, 12))) for n in range(150)}
+    index = RetrievalIndex()
+    for name, body in files.items():
+        index.put(name, body, name)
+    names = list(files)
+    history = History([Commit(1_700_000_000 - 3600 * i, tuple(rng.sample(names, rng.randint(1, 3))),
+                              " ".join(rng.choices(words, k=3))) for i in range(80)])
+    looked_up: list[int] = []
+    real = index.names_of
+
+    def names_of(docs):
+        docs = list(docs)
+        looked_up.append(len(docs))
+        return real(docs)
+
+    monkeypatch.setattr(index, "names_of", names_of)
+    everything = ranking._within_reach
+    pruned = 0
+    for n in range(30):
+        signals = Signals(history, active=tuple(rng.sample(names, 1 + n % 2)), edited=tuple(rng.sample(names, n % 3)))
+        query = " ".join(rng.choices(words, k=rng.randint(1, 4)))
+        for limit in (1, 4, 8, 400):
+            looked_up.clear()
+            got = ranking.score_files(index, ranking.query_terms(query), limit, signals, signals.active)
+            reached = looked_up[-1]
+            monkeypatch.setattr(ranking, "_within_reach", lambda known, *_: list(known))
+            looked_up.clear()
+            want = ranking.score_files(index, ranking.query_terms(query), limit, signals, signals.active)
+            monkeypatch.setattr(ranking, "_within_reach", everything)
+            assert got == want, (query, limit)
+            pruned += looked_up[-1] - reached
+    assert pruned > 0  # names were spared
