@@ -3,8 +3,9 @@ becomes the suggestion shown at the cursor, or nothing.
 
 In order: the family's special tokens, `<think>` blocks and Markdown fences go; a repeat of what
 is already typed goes; one line only when the cursor is mid-line; continuation lines take the
-file's indentation; the suggestion stops at the end of the block, before a line the file already
-has next, and after `MAX_LINES`; its tail that the text after the cursor already holds goes;
+file's indentation; the suggestion stops at the end of the block (where the file goes on at the
+top level or ends, at the end of the definition: the rest of a function being written), before a
+line the file already has next, and after `MAX_LINES`; its tail that the text after the cursor already holds goes;
 auto-closed characters after the cursor that the suggestion also closes are replaced, not
 doubled. Nothing useful left (empty, whitespace, or only what is already there): None."""
 
@@ -303,6 +304,10 @@ def _limit_scope(lines: list[str], cursor: _Cursor) -> list[str]:
     brackets.feed(head + "\n")
     opened_here = brackets.depth > 0
     kept, saw_blank, last = [lines[0]], False, (line_width(head) if head.strip() else ref)
+    # Where the file goes on at the top level (or ends), the rest of the definition the cursor is
+    # in is code the file lacks: a statement below the cursor's block (still inside the
+    # definition, not another definition) is kept.
+    open_end = next_line is None or line_width(next_line) == 0
     for line in lines[1:]:
         if len(kept) >= MAX_LINES:
             break
@@ -313,9 +318,11 @@ def _limit_scope(lines: list[str], cursor: _Cursor) -> list[str]:
         columns = line_width(line)
         if next_line is not None and line.rstrip() == next_line.rstrip():
             break
-        if saw_blank and columns < last:
+        rest_of_definition = open_end and columns > 0 and not _STATEMENT.match(line)
+        if saw_blank and columns < last and not rest_of_definition:
             break
-        if columns < limit and not (opened and columns >= ref and shape.reopens_block(line, language)):
+        if columns < limit and not rest_of_definition \
+                and not (opened and columns >= ref and shape.reopens_block(line, language)):
             if shape.closes_block(line, language) and _closing_allowed(line, next_line):
                 kept.append(line)
             break
