@@ -1,8 +1,8 @@
 """`margin`: Margin from a terminal, over the same services as the language server:
 `margin doctor`, `margin chat`, `margin explain`, `margin edit`, `margin complete`,
-`margin recall`, `margin threads`, and the memories' `margin remember`, `margin forget` and
-`margin memories` (in cli_memories.py). The workspace is the current folder; `--file` opens
-files as the editor would.
+`margin recall`, `margin threads`, the memories' `margin remember`, `margin forget` and
+`margin memories` (in cli_memories.py), and `margin eval` (in cli_eval.py). The workspace is
+the current folder; `--file` opens files as the editor would.
 
 Settings come from a JSON file holding the same object as the editor's `margin` section
 (`--settings FILE`, else $MARGIN_SETTINGS, else `settings.json` in Margin's user config
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from margin import __version__, cli_memories, logs
+from margin import __version__, cli_eval, cli_memories, logs
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
@@ -315,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.add_argument("--all", action="store_true", help="every workspace's threads")
     threads.set_defaults(run=_threads)
     cli_memories.add_commands(commands)
+    cli_eval.add_commands(commands)
     return parser
 
 

@@ -22,6 +22,11 @@ def test_wheel_ships_package_prompts_and_console_scripts(tmp_path):
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "margin-lsp = margin.lsp.main:main" in entry_points and "margin = margin.cli:main" in entry_points
     assert not any(n.startswith("tests/") for n in names)
+    # `margin eval completion` reads the HumanEval infilling sets it ships, with their licence.
+    data = "margin/evals/data/human-eval-infilling/"
+    assert {n.removeprefix(data) for n in names if n.startswith(data)} == {
+        "HumanEval-SingleLineInfilling.jsonl.gz", "HumanEval-MultiLineInfilling.jsonl.gz",
+        "HumanEval-RandomSpanInfillingLight.jsonl.gz", "LICENSE", "SOURCE.md"}
     # The C modules are compiled in (hatch_build.py); their sources are not shipped.
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     fast = sorted(n for n in names if "/_fast" in n)

@@ -1,0 +1,114 @@
+"""Model-written code run apart from Margin: a program checked in a subprocess of its own, with
+a time limit, and judged passed only when its checks ran to the end.
+
+Each program runs in a fresh interpreter (`python -I`: no user site, no PYTHON* variables, the
+script's folder not on sys.path), in a new session (the whole process group is killed at the
+time limit), in an empty temporary folder that is its working directory and is removed after,
+with an environment of PATH alone (no API key or other secret reaches it) and with limits on
+memory, CPU seconds, file size and open files (set by the harness before the code runs). Standard input is closed.
+
+A program "passes" when the harness prints a token it alone knows after the checks returned: a
+completion that calls `exit(0)`, `os._exit(0)` or raises SystemExit before the checks finish
+fails, as one that loops or sleeps past the limit does. The token is read from the harness's
+first line and kept out of the namespace the checked code runs in. This guards against code
+that ends early by mistake, not against code written to escape a sandbox: that needs an OS
+sandbox (a container, or a user with no rights), which `margin eval` leaves to the user's
+machine, and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+TIME_LIMIT_S = 10.0
+"""a HumanEval check takes well under a second; a loop is stopped at this"""
+MEMORY_BYTES = 1 << 30
+FILE_BYTES = 16 << 20
+OUTPUT_KEPT = 2000
+"""characters of the program's standard error kept for the report"""
+
+_HARNESS = """\
+import sys
+def _run(token, limits):
+    try:
+        import resource
+        for name, value in limits:
+            resource.setrlimit(getattr(resource, name), (value, value))
+    except (ImportError, ValueError, OSError):
+        pass
+    namespace = {"__name__": "__checked__", "__builtins__": __builtins__}
+    with open(sys.argv[1], encoding="utf-8") as source:
+        code = compile(source.read(), "checked.py", "exec")
+    exec(code, namespace)
+    sys.stdout.flush()
+    sys.__stdout__.write("\\n" + token + "\\n")
+    sys.__stdout__.flush()
+_run(sys.argv.pop(), %r)
+"""
+"""the harness: it sets the limits, then runs the checked code; the token comes as its last
+argument (gone from sys.argv before the checked code runs) and is printed after it returns"""
+
+
+def _harness() -> str:
+    limits = [("RLIMIT_AS", MEMORY_BYTES), ("RLIMIT_CPU", int(TIME_LIMIT_S) + 1), ("RLIMIT_FSIZE", FILE_BYTES),
+              ("RLIMIT_NOFILE", 64), ("RLIMIT_CORE", 0)]
+    return _HARNESS % (limits,)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    outcome: str
+    """passed, failed (an exception or a failed assertion), exited (ended before its checks
+    did), timed out, or crashed (killed by a signal: memory or CPU limits)"""
+    detail: str = ""
+    """the last line of its standard error, or why it was stopped"""
+
+
+async def check(program: str, time_limit_s: float = TIME_LIMIT_S) -> Verdict:
+    """Run `program` (the prompt, the completion, the suffix and the tests, ending in the call
+    of the checks) as described above."""
+    token = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="margin-eval-") as folder:
+        where = Path(folder)
+        (where / "checked.py").write_text(program, encoding="utf-8")
+        (where / "harness.py").write_text(_harness(), encoding="utf-8")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-B", str(where / "harness.py"), str(where / "checked.py"), token,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            cwd=where, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), time_limit_s)
+        except TimeoutError:
+            _kill_group(process.pid)
+            await process.wait()
+            return Verdict(False, "timed out", f"stopped after {time_limit_s:g} s")
+        finally:
+            _kill_group(process.pid)  # whatever it left running
+    last = _last_line(err.decode("utf-8", "replace"))
+    if process.returncode is not None and process.returncode < 0:
+        return Verdict(False, "crashed", f"killed by signal {-process.returncode}")
+    if out.decode("utf-8", "replace").rstrip("\n").endswith("\n" + token) and process.returncode == 0:
+        return Verdict(True, "passed")
+    if process.returncode == 0 or "SystemExit" in last or not last:
+        return Verdict(False, "exited", last or f"exit status {process.returncode} before its checks ended")
+    return Verdict(False, "failed", last)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:OUTPUT_KEPT] if lines else ""
