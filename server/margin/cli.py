@@ -31,6 +31,7 @@ from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
 from margin.services.diagnosis import ProfileReport, diagnose
 from margin.services.discovery import ports_to_search, render_search, search_if_needed
 from margin.services.errors import RequestError
+from margin.services.probe import Check, Probe, probe
 
 
 def _yes_no(value: bool | None, timed_out: bool = False) -> str:
@@ -83,16 +84,48 @@ async def _doctor(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, settings_from):
         reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
                                  fresh=True, wait_for_tokenizers=True, routes=app.completion_routes)
+        probes = await probe(app) if args.probe else None
     search = await search_if_needed(reports, find_local_servers, ports, always=args.scan)
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
                           "profiles": [r.as_dict() for r in reports],
-                          "localServers": search.as_dict() if search else None}, indent=2))
+                          "localServers": search.as_dict() if search else None,
+                          **({"probes": [p.as_dict() for p in probes]} if probes is not None else {})}, indent=2))
     else:
         print(render_report(reports, settings_from))
+        if probes is not None:
+            print("\n" + "\n".join(render_probes(probes)))
         if search:
             print("\n" + "\n".join(render_search(search)))
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
+
+
+def render_probes(probes: Sequence[Probe]) -> list[str]:
+    """`margin doctor --probe`: what each backend's model did when tried."""
+    lines = ["Tried on the model (--probe):"]
+    for found in probes:
+        model = found.model or "the server's model"
+        lines.append(f"{', '.join(found.profiles)}: {found.base_url} · {model} · {found.seconds:.1f} s")
+        rows: list[tuple[str, str]] = []
+        for n, (route, check) in enumerate(found.routes.items()):
+            rows.append(("fill in the middle" if n == 0 else "", f"{route}: {_check(check)}"))
+        if found.routes:
+            rows.append(("completion route", found.fill_route or "none filled the hole: chat, the last resort"))
+        rows += [("JSON schema", _check(found.json_schema)), ("tool calls", _check(found.tools))]
+        stream = _check(found.streaming)
+        if found.first_token_s is not None:
+            stream += f"; first token {found.first_token_s:.2f} s"
+        if found.tokens_per_s is not None:
+            stream += f", {found.tokens_per_s:.1f} tokens/s"
+        rows += [("streaming", stream), ("context window", f"{found.context_window} tokens")]
+        lines.extend(f"  {label:<19} {value}" for label, value in rows)
+    return lines
+
+
+def _check(check: Check | None) -> str:
+    if check is None:
+        return "not tried"
+    return check.result + (f" ({check.seconds:.1f} s)" if check.seconds >= 0.05 else "")
 
 
 def _message(args: argparse.Namespace) -> str:
@@ -271,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="check every profile: backend reachable, context window, tokenizer"
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--probe", action="store_true",
+                        help="also try what each model can do: fill in the middle by each route, JSON schema, "
+                             "tool calls, streaming speed (seconds a model on a local server)")
     doctor.add_argument("--scan", action="store_true",
                         help="search this machine for model servers even when the backends answer "
                              "(done anyway when one does not)")

@@ -284,6 +284,23 @@ class CompletionService:
             return CompletionOutcome(suggestion, route, budget, reason=None if suggestion else "nothing useful")
         return CompletionOutcome(None, route, reason="no route works for this backend")
 
+    async def try_route(self, route: formats.Route, file_id: str, language: str, prefix: str,
+                        suffix: str, max_tokens: int | None = None) -> Suggestion | None:
+        """The suggestion `route` gives for a hole between `prefix` and `suffix`, through the
+        prompt, request and post-processing of a real completion but with the route chosen by
+        the caller (`margin doctor --probe` tries each), and at most `max_tokens` out when
+        given; raises the backend's ProviderError (NotSupported when the route is not offered)."""
+        settings = snapshot(self.app, PROFILE)
+        if max_tokens is not None:
+            settings = settings.model_copy(update={"max_output_tokens": max_tokens})
+        profile = await resolve_profile(self.app, PROFILE, settings)
+        family = formats.family_for(profile.settings.model)
+        prompt = await self._prompt(file_id, language, prefix, suffix, (), route, family, profile)
+        if prompt.over_budget:
+            raise RequestError(prompt.over_budget)
+        raw = await self._send(route, family, prompt, profile)
+        return clean(raw, CompletionContext(prefix, suffix, language, family.strip if family is not None else ()))
+
     async def _prompt(self, file_id: str, language: str, prefix: str, suffix: str, extra: tuple[Snippet, ...],
                       route: formats.Route, family: formats.FimFamily | None, profile: Profile) -> CompletionPrompt:
         """The prompt within the profile's window, counted with its tokenizer (the code around the
