@@ -5,7 +5,8 @@ Each program runs in a fresh interpreter (`python -I`: no user site, no PYTHON* 
 script's folder not on sys.path), in a new session (the whole process group is killed at the
 time limit), in an empty temporary folder that is its working directory and is removed after,
 with an environment of PATH alone (no API key or other secret reaches it) and with limits on
-memory, CPU seconds, file size and open files (set by the harness before the code runs). Standard input is closed.
+memory, CPU seconds, file size and open files (set by the harness before the code runs).
+Standard input is closed; its output goes to files held to the size limit.
 
 A program "passes" when the harness prints a token it alone knows after the checks returned: a
 completion that calls `exit(0)`, `os._exit(0)` or raises SystemExit before the checks finish
@@ -26,6 +27,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 TIME_LIMIT_S = 10.0
 """a HumanEval check takes well under a second; a loop is stopped at this"""
@@ -74,32 +76,49 @@ class Verdict:
 
 async def check(program: str, time_limit_s: float = TIME_LIMIT_S) -> Verdict:
     """Run `program` (the prompt, the completion, the suffix and the tests, ending in the call
-    of the checks) as described above."""
+    of the checks) as described above. Its output goes to files in its folder, held to the
+    file-size limit, and only their ends are read: a program that prints without end cannot
+    fill Margin's memory."""
     token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as folder:
         where = Path(folder)
         (where / "checked.py").write_text(program, encoding="utf-8")
         (where / "harness.py").write_text(_harness(), encoding="utf-8")
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-B", str(where / "harness.py"), str(where / "checked.py"), token,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=where, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, start_new_session=True)
+        out, err = _outputs(where)
+        with out, err:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", "-B", str(where / "harness.py"), str(where / "checked.py"), token,
+                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, cwd=where,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, start_new_session=True)
         try:
-            out, err = await asyncio.wait_for(process.communicate(), time_limit_s)
+            await asyncio.wait_for(process.wait(), time_limit_s)
         except TimeoutError:
             _kill_group(process.pid)
             await process.wait()
             return Verdict(False, "timed out", f"stopped after {time_limit_s:g} s")
         finally:
             _kill_group(process.pid)  # whatever it left running
-    last = _last_line(err.decode("utf-8", "replace"))
+        printed, last = _tail(where / "out"), _last_line(_tail(where / "err"))
     if process.returncode is not None and process.returncode < 0:
         return Verdict(False, "crashed", f"killed by signal {-process.returncode}")
-    if out.decode("utf-8", "replace").rstrip("\n").endswith("\n" + token) and process.returncode == 0:
+    if printed.rstrip("\n").endswith("\n" + token) and process.returncode == 0:
         return Verdict(True, "passed")
     if process.returncode == 0 or "SystemExit" in last or not last:
         return Verdict(False, "exited", last or f"exit status {process.returncode} before its checks ended")
     return Verdict(False, "failed", last)
+
+
+def _outputs(where: Path) -> tuple[BinaryIO, BinaryIO]:
+    """The files the program's standard output and error go to."""
+    return open(where / "out", "wb"), open(where / "err", "wb")  # the caller closes them
+
+
+def _tail(path: Path) -> str:
+    """The last OUTPUT_KEPT characters (about) of a file the program wrote."""
+    with open(path, "rb") as written:
+        written.seek(0, os.SEEK_END)
+        written.seek(max(0, written.tell() - 4 * OUTPUT_KEPT))
+        return written.read().decode("utf-8", "replace")
 
 
 def _kill_group(pid: int) -> None:

@@ -67,3 +67,9 @@ async def test_no_secret_reaches_the_program_and_it_runs_in_a_folder_of_its_own(
 async def test_a_completion_that_takes_too_much_memory_fails():
     verdict = await sandbox.check("data = bytearray(4 << 30)\n")
     assert not verdict.passed and verdict.outcome in ("failed", "crashed"), verdict
+
+
+async def test_a_completion_that_prints_without_end_is_stopped_by_the_file_size_limit():
+    """Its output goes to files held to the limit (not into Margin's memory through a pipe)."""
+    verdict = await sandbox.check("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", time_limit_s=60)
+    assert not verdict.passed and verdict.outcome in ("crashed", "failed"), verdict
