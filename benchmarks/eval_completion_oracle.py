@@ -29,8 +29,7 @@ from margin.evals import infilling, sandbox
 
 async def kept(problem: infilling.Problem, room: asyncio.Semaphore) -> tuple[bool, str]:
     """Whether the oracle's answer, cleaned, still passes; and how it changed."""
-    text, line, column = problem.document()
-    offset = sum(len(part) + 1 for part in text.split("\n")[:line]) + column
+    text, offset = problem.document()[0], problem.cursor
     suggestion = clean(problem.solution, CompletionContext(text[:offset], text[offset:], "python"))
     answer = suggestion.text if suggestion else ""
     replaces = suggestion.replaces if suggestion and not problem.whole_lines else 0

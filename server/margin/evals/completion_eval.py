@@ -85,8 +85,9 @@ class CompletionEval:
         try:
             for number, (name, problem) in enumerate(problems):
                 mine = await self.margin(problem, number)
-                route = self.direct_route or (mine.route if mine.route else "chat")
-                self.direct_route = route  # one route for the direct call throughout
+                if self.direct_route is None and mine.route:
+                    self.direct_route = mine.route  # the first route Margin reports: one route throughout
+                route = self.direct_route or "chat"  # until Margin has answered by some route
                 theirs = _attempt(await self._direct(client, route, problem), route)
                 row = Row(name, problem.task_id, mine, theirs, problem.solution)
                 rows.append(row)
@@ -120,9 +121,8 @@ class CompletionEval:
         return Attempt(suggestion.text, outcome.route, seconds, tokens, replaces=replaces)
 
     async def _direct(self, client: DirectClient, route: str, problem: Problem) -> DirectAnswer:
-        text, line, column = problem.document()
-        offset = sum(len(part) + 1 for part in text.split("\n")[:line]) + column
-        return await client.fill(route, problem.prompt, problem.suffix, (text, offset))
+        text, _line, _column = problem.document()
+        return await client.fill(route, problem.prompt, problem.suffix, (text, problem.cursor))
 
     async def _check(self, problem: Problem, attempt: Attempt, room: asyncio.Semaphore) -> None:
         async with room:

@@ -47,6 +47,11 @@ class Problem:
         lines = self.prompt.split("\n")
         return text, len(lines) - 1, len(lines[-1])
 
+    @property
+    def cursor(self) -> int:
+        """The cursor's offset in `document()`'s text, in characters: the hole starts there."""
+        return len(self.prompt)
+
     def filled(self, answer: str, replaces: int = 0) -> str:
         """The function with `answer` in its hole, in place of the `replaces` characters after
         it (an editor's suggestion may rewrite the auto-closed characters after the cursor)."""

@@ -45,10 +45,12 @@ def test_a_hole_of_whole_lines_is_an_empty_line_for_the_cursor_and_a_span_is_bet
     lines = infilling.Problem("t/0", "def f():\n", "    return 2\n", "    x = 1\n", "", "f")
     assert lines.whole_lines
     assert lines.document() == ("def f():\n\n    return 2\n", 1, 0)
+    assert lines.document()[0][lines.cursor:] == "\n    return 2\n"
     assert lines.filled("    x = 1") == lines.filled("    x = 1\n") == "def f():\n    x = 1\n    return 2\n"
     span = infilling.Problem("t/1", "def f():\n    return g(", "1)\n", "x, ", "", "f")
     assert not span.whole_lines
     assert span.document() == ("def f():\n    return g(1)\n", 1, 13)
+    assert span.document()[0][span.cursor:] == "1)\n"
     assert span.filled("x, ") == "def f():\n    return g(x, 1)\n"
     assert span.filled("x, 1)", replaces=2) == "def f():\n    return g(x, 1)\n"  # it rewrote the closing ")"
     assert span.program("x, ").endswith("\n\ncheck(f)\n")
