@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +33,10 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 hypothesis_settings.register_profile("random", derandomize=False, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("MARGIN_HYPOTHESIS", "ci"))
 NO_SETTINGS = REPO / "tests" / "fixtures" / "data" / "no-settings.json"
+DATA_HOME = Path(tempfile.mkdtemp(prefix="margin-test-data-"))
+"""the data folder (XDG_DATA_HOME) of every Margin the tests start: the default thread database and
+the probe findings beside it are never the developer's own"""
+atexit.register(shutil.rmtree, DATA_HOME, ignore_errors=True)
 LLAMA_CONTEXT = 4096
 
 
@@ -49,6 +56,7 @@ def clean_env(**overrides: str) -> dict[str, str]:
     env["MARGIN_DEFAULTS_API_KEY_ENV"] = log_secrets.API_KEY_ENV
     # No settings file of the developer's either (~/.config/margin/settings.json): an empty one.
     env["MARGIN_SETTINGS"] = str(NO_SETTINGS)
+    env["XDG_DATA_HOME"] = str(DATA_HOME)
     env.update(overrides)
     if "MARGIN_LOG_FILE" in env:
         log_secrets.watch_file(env["MARGIN_LOG_FILE"])

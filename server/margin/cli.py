@@ -85,16 +85,21 @@ async def _doctor(args: argparse.Namespace) -> int:
         reports = await diagnose(app.settings.current, app.backends, app.tokenizers,
                                  fresh=True, wait_for_tokenizers=True, routes=app.completion_routes)
         probes = await probe(app) if args.probe else None
+        kept = app.probe_findings.path if probes else None
+        if probes:
+            app.probe_findings.save([found.finding() for found in probes if found.reachable])
     search = await search_if_needed(reports, find_local_servers, ports, always=args.scan)
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
                           "profiles": [r.as_dict() for r in reports],
                           "localServers": search.as_dict() if search else None,
-                          **({"probes": [p.as_dict() for p in probes]} if probes is not None else {})}, indent=2))
+                          **({"probes": [p.as_dict() for p in probes], "probesKept": str(kept)}
+                             if probes is not None else {})}, indent=2))
     else:
         print(render_report(reports, settings_from))
         if probes is not None:
             print("\n" + "\n".join(render_probes(probes)))
+            print(f"Kept in {kept}: the language server takes its completion route and tool use from it.")
         if search:
             print("\n" + "\n".join(render_search(search)))
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
@@ -110,7 +115,8 @@ def render_probes(probes: Sequence[Probe]) -> list[str]:
         for n, (route, check) in enumerate(found.routes.items()):
             rows.append(("fill in the middle" if n == 0 else "", f"{route}: {_check(check)}"))
         if found.routes:
-            rows.append(("completion route", found.fill_route or "none filled the hole: chat, the last resort"))
+            fallback = next((r for r, c in found.routes.items() if c.verdict != "refused"), "chat")
+            rows.append(("completion route", found.fill_route or f"{fallback} (none filled the hole)"))
         rows += [("JSON schema", _check(found.json_schema)), ("tool calls", _check(found.tools))]
         stream = _check(found.streaming)
         if found.first_token_s is not None:

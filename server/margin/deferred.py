@@ -53,6 +53,7 @@ WARM_UP: tuple[str, ...] = (
     "margin.core.tokens.choice",
     "margin.services.backends",
     "margin.services.completion_routes",
+    "margin.services.probe_findings",
     "margin.services.thread_storage",
     "margin.services.tokenizers",
     "margin.services.completion",

@@ -75,3 +75,24 @@ def test_the_report_in_words_and_a_backend_that_is_down(fake):
     found = json.loads(down.stdout)["probes"][0]
     assert down.returncode == 1 and found["routes"] == {} and found["jsonSchema"]["works"] is None
     assert found["jsonSchema"]["result"].startswith("not tried: ")
+
+
+def test_what_the_probe_found_is_kept_and_margin_follows_it(fake, tmp_path):
+    """Beside the thread database; then `margin doctor` (which finds the completion route as the
+    language server does) takes the probed route without asking /infill again."""
+    database = {"MARGIN_DATABASE": str(tmp_path / "t.db")}
+    fake.routes["/infill"] = [NOT_SUPPORTED]
+    fake.script(reply("```python\n+ b\n```"), reply('{"answer": 5}'), reply("It is sunny."), reply("1 2 3"))
+    code, found = probed(fake, *database.items())
+    assert code == 0 and found["fillRoute"] == "chat"
+    kept = json.loads((tmp_path / "t.probes.json").read_text())["findings"]
+    assert [(k["routes"], k["tools"]) for k in kept] == [({"infill": "refused", "chat": "works"}, "wrong")]
+    asked = len([path for path, _ in fake.posts if path == "/infill"])
+    done = margin("doctor", "--json", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url, **database})
+    (completion,) = [p for p in json.loads(done.stdout)["profiles"] if p["name"] == "completion"]
+    assert completion["completion_route"] == "chat"
+    assert len([path for path, _ in fake.posts if path == "/infill"]) == asked  # not asked again
+    fresh = margin("doctor", "--json", env={"MARGIN_DEFAULTS_BASE_URL": fake.base_url,
+                                            "MARGIN_DATABASE": str(tmp_path / "other.db")})
+    assert fresh.returncode == 0
+    assert len([path for path, _ in fake.posts if path == "/infill"]) == asked + 1  # without it: asked

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from margin.core.workspace_access import WorkspaceAccess
     from margin.services.backends import Backends, ProviderFactory
     from margin.services.completion_routes import RouteMemory
+    from margin.services.probe_findings import ProbeFindings
     from margin.services.thread_storage import ThreadStorage
     from margin.services.tokenizers import ServerCounterFactory, Tokenizers
 
@@ -38,7 +39,7 @@ with deferred.imports():
     from margin.core.tokens import choice as tokenizer_choice
     from margin.services import backends as backends_module
     from margin.services import completion_routes as routes_module
-    from margin.services import settings_file, thread_storage
+    from margin.services import probe_findings, settings_file, thread_storage
     from margin.services import tokenizers as tokenizers_module
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class MarginApp:
     """stores left when the `database` setting changed: requests begun on one may still be
     writing to it, so each is closed at shutdown"""
     _templates: Templates | None = None
+    _findings: ProbeFindings | None = None
     settings_path: str | None = None
     """the user settings file named on the command line (`margin --settings FILE`); else
     $MARGIN_SETTINGS or the default place (margin.services.settings_file)"""
@@ -102,6 +104,7 @@ class MarginApp:
     def backends(self) -> Backends:
         made = backends_module.Backends(self.make_provider, self.environ)
         made.show_request = self._show_request
+        made.findings = lambda base_url, model, info: self.probe_findings.get(base_url, model, info)
         return made
 
     @cached_property
@@ -111,12 +114,26 @@ class MarginApp:
     @cached_property
     def completion_routes(self) -> RouteMemory:
         """how inline completion reaches each backend, found once (status and doctor show it)"""
-        return routes_module.RouteMemory()
+        return routes_module.RouteMemory(lambda base_url, model, info: self.probe_findings.get(base_url, model, info))
 
     def _show_request(self, profile: str, url: str, body: dict[str, Any]) -> None:
         if self.settings.current.globals.show_requests:
             self.show_text(f"Margin request ({profile} profile): POST {url}\n"
                            f"{json.dumps(body, ensure_ascii=False, indent=2)}")
+
+    def database_path(self) -> Path:
+        """Where the thread database is, by the user-only `database` setting."""
+        database = self.settings.current.globals.database
+        return Path(database).expanduser() if database else thread_storage.default_database_path()
+
+    @property
+    def probe_findings(self) -> ProbeFindings:
+        """What `margin doctor --probe` found, kept beside the thread database."""
+        database = self.database_path()
+        path = database.with_name(database.stem + ".probes.json")
+        if self._findings is None or self._findings.path != path:
+            self._findings = probe_findings.ProbeFindings(path)
+        return self._findings
 
     @property
     def storage(self) -> ThreadStorage:
@@ -124,7 +141,7 @@ class MarginApp:
         settings = self.settings.current.globals
         if self._storage is not None and self._storage_from == settings.database:
             return self._storage  # asked for several times a request: the path is made when the setting changes
-        path = Path(settings.database).expanduser() if settings.database else thread_storage.default_database_path()
+        path = self.database_path()
         self._storage_from = settings.database
         if self._storage is None or self._storage.path != path:
             if self._storage is not None:

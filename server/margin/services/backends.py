@@ -17,6 +17,7 @@ from margin.core import api_keys
 from margin.core.llm import BackendInfo, LLMProvider
 from margin.core.models import resolve_context_window
 from margin.core.settings import ProfileSettings
+from margin.services.probe_findings import FindingLookup
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class Backends:
         """(base URL, model) that refused a request with tools"""
         self.show_request: Callable[[str, str, dict[str, Any]], None] | None = None
         """(profile, url, body) of every model request, for a user who asked to see them"""
+        self.findings: FindingLookup = lambda base_url, model, info: None
+        """what `margin doctor --probe` found about a backend and model (services.probe_findings)"""
 
     def _observe(self, profile: str, url: str, body: dict[str, Any]) -> None:
         if self.show_request is not None:
@@ -102,10 +105,15 @@ class Backends:
         return info
 
     def takes_tools(self, profile: ProfileSettings, info: BackendInfo | None) -> bool:
-        """Whether requests to the profile's backend may offer tools: not when its probe says it
-        cannot (llama.cpp without a tool-capable chat template), nor once it refused them."""
+        """Whether requests to the profile's backend may offer tools: not once it refused them;
+        else as `margin doctor --probe` found when it offered the model a tool (a model that
+        answered in text is not offered the recall tool either); else not when the backend says it
+        cannot (llama.cpp without a tool-capable chat template)."""
         if (profile.base_url.rstrip("/"), profile.model) in self._no_tools:
             return False
+        found = self.findings(profile.base_url, profile.model, info)
+        if found is not None and found.takes_tools is not None:
+            return found.takes_tools
         return info is None or info.tools is not False
 
     def refused_tools(self, profile: ProfileSettings) -> None:

@@ -11,17 +11,23 @@ answers, and remembered: a route that fails as unsupported is not tried again fo
 
 Whether llama.cpp's model has FIM tokens is asked of llama.cpp itself: a one-token `/infill`
 request answers `not_supported_error` when it has not.
+
+Where `margin doctor --probe` has tried the routes on this backend and model (services.probe_findings),
+the route that filled its hole is taken without asking again, and the routes the backend refused
+are skipped; a route that answered wrongly is not a refusal, so it stays in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from margin.core.completion.formats import Route
 from margin.core.fim import FimRequest
 from margin.core.llm import BackendInfo, LLMProvider, NotSupported, ProviderError
+from margin.services.probe_findings import FindingLookup
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +63,10 @@ class RouteMemory:
     """The route each backend (base URL and model) uses, found once; routes that failed as
     unsupported are never tried again for it (until the settings point elsewhere)."""
 
-    def __init__(self) -> None:
+    def __init__(self, findings: FindingLookup = lambda base_url, model, info: None) -> None:
         self._unsupported: dict[tuple[str, str | None], set[Route]] = {}
         self._chosen: dict[tuple[str, str | None], asyncio.Task[Route]] = {}
+        self._findings = findings
 
     def unsupported(self, base_url: str, model: str | None, route: Route) -> None:
         """`route` failed as unsupported: forget the choice, and skip it from now on."""
@@ -68,8 +75,9 @@ class RouteMemory:
         self._chosen.pop(key, None)
         log.info("completion route unsupported base_url=%s route=%s", base_url, route)
 
-    def usable(self, base_url: str, model: str | None, routes: list[Route]) -> list[Route]:
-        skip = self._unsupported.get((base_url, model), set())
+    def usable(self, base_url: str, model: str | None, routes: list[Route],
+               refused: Collection[str] = ()) -> list[Route]:
+        skip = self._unsupported.get((base_url, model), set()) | set(refused)
         return [route for route in routes if route not in skip] or ["chat"]
 
     async def route(self, provider: LLMProvider, info: BackendInfo, base_url: str, model: str | None,
@@ -79,17 +87,25 @@ class RouteMemory:
         key = (base_url, model)
         chosen = self._chosen.get(key)
         if chosen is None or (chosen.done() and (chosen.cancelled() or chosen.exception() is not None)):
-            routes = self.usable(base_url, model, candidate_routes(info, base_url, model, knows_fim_family))
-            chosen = self._chosen[key] = asyncio.ensure_future(self._first_working(provider, base_url, model, routes))
+            routes = candidate_routes(info, base_url, model, knows_fim_family)
+            found = self._findings(base_url, model, info)
+            probed = found.fill_route if found is not None else None
+            routes = self.usable(base_url, model, routes, found.refused_routes if found is not None else set())
+            if probed in routes:
+                routes.remove(probed)
+                routes.insert(0, probed)
+                log.info("completion route from probe base_url=%s route=%s", base_url, probed)
+            chosen = self._chosen[key] = asyncio.ensure_future(
+                self._first_working(provider, base_url, model, routes, probed))
             # Its failure is logged where it happens and reaches every caller still waiting; a
             # caller that stopped waiting (the server shutting down) must not leave it unread.
             chosen.add_done_callback(lambda task: task.cancelled() or task.exception())
         return await asyncio.shield(chosen)
 
     async def _first_working(self, provider: LLMProvider, base_url: str, model: str | None,
-                             routes: list[Route]) -> Route:
+                             routes: list[Route], probed: str | None = None) -> Route:
         for route in routes:
-            if route != "infill":
+            if route != "infill" or route == probed:
                 return route  # the others are found out on first use (unsupported is remembered)
             try:
                 await provider.fill(INFILL_PROBE)

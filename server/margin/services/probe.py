@@ -14,8 +14,9 @@ For each distinct backend and model (profiles sharing them are probed once):
 - **the context window**, as `margin doctor` reads it.
 
 Every request is short (at most 48 tokens out), so a probe takes seconds on a local model.
-The findings are reported; Margin's own choices (the completion route, offering the recall tool)
-are still found by trying in use, not yet taken from a probe.
+The findings are reported, and kept beside the thread database (services.probe_findings): the
+language server then takes the completion route that filled the hole, skips the routes the
+backend refused, and offers the recall tool only to a model that called the probe's tool.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from margin.services.app import MarginApp
 from margin.services.completion import CompletionService
 from margin.services.completion_routes import candidate_routes
 from margin.services.errors import RequestError
+from margin.services.probe_findings import Finding, Verdict, finding
 
 HOLE = ("def add(a, b):\n    \"\"\"The sum of a and b.\"\"\"\n    return a ", "\n\n\nassert add(2, 3) == 5\n")
 """the one-line hole every completion route is asked to fill: the text before and after it"""
@@ -55,6 +57,13 @@ class Check:
     result: str
     """a few words for a person: "fills the hole", "refused (not supported)", ..."""
     seconds: float = 0.0
+    failure: Verdict | None = None
+    """for a check that did not work: "refused" (as unsupported) or "failed" (an error that says
+    nothing about the capability); None for an answer that was wrong"""
+
+    @property
+    def verdict(self) -> Verdict:
+        return "works" if self.works else "not tried" if self.works is None else self.failure or "wrong"
 
 
 @dataclass
@@ -71,11 +80,19 @@ class Probe:
     tokens_per_s: float | None = None
     context_window: int | None = None
     seconds: float = 0.0
+    served: tuple[str, ...] = ()
+    """the models the backend listed"""
+    reachable: bool = True
 
     @property
     def fill_route(self) -> str | None:
         """The best route that filled the hole"""
         return next((route for route, check in self.routes.items() if check.works), None)
+
+    def finding(self) -> Finding:
+        """What the language server keeps of this probe"""
+        return finding(self.base_url, self.model, self.served, {r: c.verdict for r, c in self.routes.items()},
+                       self.tools.verdict if self.tools else "not tried")
 
     def as_dict(self) -> dict[str, Any]:
         def check(c: Check | None) -> dict[str, Any] | None:
@@ -110,9 +127,11 @@ async def _probe(app: MarginApp, names: list[str], profile: ProfileSettings) -> 
     name = names[0]
     info = await app.backends.probe(name, profile, fresh=True)
     found.context_window = app.backends.context_window(profile, info)[0]
+    found.served = info.models
     if not info.reachable:
         reason = Check(None, f"not tried: {info.error or 'the backend does not answer'}")
         found.json_schema = found.tools = found.streaming = reason
+        found.reachable = False
         found.seconds = time.perf_counter() - started
         return found
     provider = app.backends.provider(name, profile)
@@ -136,9 +155,9 @@ async def _timed(work: Any) -> Check:
 
 def _failed(error: Exception) -> Check:
     if isinstance(error, NotSupported):
-        return Check(False, "refused: the backend does not offer it")
+        return Check(False, "refused: the backend does not offer it", failure="refused")
     kind = error.kind if isinstance(error, ProviderError) else type(error).__name__
-    return Check(False, f"failed ({kind}): {str(error)[:120]}")
+    return Check(False, f"failed ({kind}): {str(error)[:120]}", failure="failed")
 
 
 async def _fill(service: CompletionService, route: str) -> Check:
