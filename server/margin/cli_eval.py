@@ -1,9 +1,10 @@
-"""`margin eval completion`: how good Margin's inline completions are on the endpoint a user has,
-against the same model called directly (margin.evals.completion_eval). The endpoint and model
-are the completion profile's (settings, environment), or `--endpoint` and `--model`; both
-sides run at `--temperature` (0: greedy, so a run can be repeated) with the profile's output
-limit. Margin's threads, memories and workspace are not touched: the run has a database and an
-empty workspace folder of its own, which go when it ends."""
+"""`margin eval completion` and `margin eval edits`: how good Margin's inline completions and
+edit-ops are on the endpoint a user has, against the same model called directly
+(margin.evals.completion_eval, margin.evals.edits_eval). The endpoint and model are the profile's
+(completion, chatOps: settings, environment), or `--endpoint` and `--model`; both sides run at
+`--temperature` (0: greedy, so a run can be repeated) with the profile's output limit. Margin's
+threads, memories and workspace are not touched: the run has a database and a workspace folder
+of its own, which go when it ends."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from margin.cli_app import CliError
-from margin.evals import infilling, sandbox
+from margin.evals import exercism, infilling, sandbox
 from margin.evals.direct import ROUTES
+
+if TYPE_CHECKING:
+    from margin.services.app import MarginApp
+
+T = TypeVar("T")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,21 +39,47 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     completion.add_argument("--limit", type=_positive, default=None,
                             help="problems a set, chosen with --seed (default: all)")
     completion.add_argument("--seed", type=int, default=1, help="which problems --limit chooses (default 1)")
-    completion.add_argument("--endpoint", metavar="URL", help="the OpenAI-style base URL, with its /v1 "
-                            "(default: the completion profile's)")
-    completion.add_argument("--model", help="the model name (default: the completion profile's)")
-    completion.add_argument("--api-key-env", metavar="VAR",
-                            help="the environment variable holding the endpoint's API key")
-    completion.add_argument("--temperature", type=float, default=0.0, help="both sides' (default 0)")
-    completion.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                            help="seconds a model request may take (default 300: quality, not speed)")
+    _endpoint_options(completion, "completion")
     completion.add_argument("--direct-route", choices=ROUTES,
                             help="how the direct call asks (default: the route Margin chose)")
     completion.add_argument("--check-time", type=float, default=sandbox.TIME_LIMIT_S, metavar="S",
                             help=f"seconds an answer's tests may run (default {sandbox.TIME_LIMIT_S:g})")
-    completion.add_argument("--results", type=Path, metavar="FILE", help="write every answer and verdict (JSON)")
+    completion.add_argument("--results", type=Path, metavar="FILE",
+                            help="write every answer and verdict, a JSON line a problem as it is checked")
+    completion.add_argument("--resume", action="store_true",
+                            help="go on with the interrupted run whose --results FILE exists: its problems are "
+                                 "not asked again, and count in the report")
     completion.add_argument("--data", type=Path, default=infilling.DATA, help=argparse.SUPPRESS)
     completion.set_defaults(run=_completion)
+
+    edits = kinds.add_parser(
+        "edits", help="Exercism exercises by Margin's edit-ops and by a direct whole-file answer",
+        description="Exercism Python exercises (Aider's edit benchmark) solved through Margin's edit-ops "
+                    "(chat-ops, applied as margin/applyOps applies them) and by the same model asked directly "
+                    "for the whole file; each answer judged by the exercise's tests in the sandbox.")
+    edits.add_argument("--limit", type=_positive, default=None, help="exercises, chosen with --seed (default: all)")
+    edits.add_argument("--seed", type=int, default=1, help="which exercises --limit chooses (default 1)")
+    edits.add_argument("--exercise", action="append", metavar="SLUG", help="this exercise (repeatable)")
+    _endpoint_options(edits, "chatOps")
+    edits.add_argument("--tries", type=int, choices=(1, 2), default=2,
+                       help="2 (default): a failed answer gets one more try, with the test report")
+    edits.add_argument("--check-time", type=float, default=exercism.TIME_LIMIT_S, metavar="S",
+                       help=f"seconds an exercise's tests may run (default {exercism.TIME_LIMIT_S:g})")
+    edits.add_argument("--results", type=Path, metavar="FILE", help="write every answer and verdict (JSON)")
+    edits.add_argument("--data", type=Path, default=exercism.DATA, help=argparse.SUPPRESS)
+    edits.set_defaults(run=_edits)
+
+
+def _endpoint_options(parser: argparse.ArgumentParser, profile: str) -> None:
+    parser.add_argument("--endpoint", metavar="URL", help="the OpenAI-style base URL, with its /v1 "
+                        f"(default: the {profile} profile's)")
+    parser.add_argument("--model", help=f"the model name (default: the {profile} profile's)")
+    parser.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the endpoint's API key")
+    parser.add_argument("--temperature", type=float, default=0.0, help="both sides' (default 0)")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                        help="seconds a model request may take (default 300: quality, not speed)")
+    parser.add_argument("--max-tokens", type=_positive, metavar="N",
+                        help=f"the output limit of both sides' answers (default: the {profile} profile's)")
 
 
 def _positive(value: str) -> int:
@@ -53,9 +88,55 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+@asynccontextmanager
+async def _eval_app(args: argparse.Namespace, profile: str) -> AsyncIterator[tuple[MarginApp, Path]]:
+    """Margin for the run: the profile (`COMPLETION`, `CHAT_OPS`) on the endpoint asked for, at
+    the temperature asked for, with a thread database and a workspace folder of its own."""
+    from margin.wiring import build_app
+
+    with tempfile.TemporaryDirectory(prefix="margin-eval-") as scratch:
+        folder = Path(scratch) / "workspace"
+        folder.mkdir()
+        overrides = {"MARGIN_DATABASE": str(Path(scratch) / "threads.db"),
+                     f"MARGIN_{profile}_TEMPERATURE": repr(args.temperature),
+                     f"MARGIN_{profile}_TIMEOUT_S": repr(args.timeout),
+                     f"MARGIN_{profile}_ENABLED": "true"}
+        for option, variable in ((args.endpoint, "BASE_URL"), (args.model, "MODEL"), (args.api_key_env, "API_KEY_ENV"),
+                                 (args.max_tokens and str(args.max_tokens), "MAX_OUTPUT_TOKENS")):
+            if option:
+                overrides[f"MARGIN_{profile}_{variable}"] = option
+        app = build_app({**os.environ, **overrides})
+        app.settings_path = args.settings
+        if app.settings.startup_problems:
+            raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
+        try:
+            yield app, folder
+        finally:
+            await app.aclose()
+
+
+def _previous(args: argparse.Namespace, read: Callable[[Path], list[T]]) -> list[T]:
+    """The rows of the run `--resume` goes on with; an existing results file is never overwritten."""
+    if args.results is None:
+        if args.resume:
+            raise CliError("--resume goes on with the run in --results FILE: name the file")
+        return []
+    if not args.results.exists():
+        return []
+    if not args.resume:
+        raise CliError(f"{args.results} exists: --resume goes on with the run it holds, or name another file")
+    return read(args.results)
+
+
+def _progress(every: int) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        if done % every == 0 or done == total:
+            print(f"  {done}/{total} answered", file=sys.stderr, flush=True)
+    return progress
+
+
 async def _completion(args: argparse.Namespace) -> int:
     from margin.evals import completion_eval
-    from margin.wiring import build_app
 
     names = [name.strip() for name in args.set.split(",") if name.strip()]
     try:
@@ -64,38 +145,56 @@ async def _completion(args: argparse.Namespace) -> int:
         raise CliError(str(error)) from None
     chosen = [(name, problem) for name, problems in sets.items()
               for problem in infilling.sample(problems, args.limit, args.seed)]
-    with tempfile.TemporaryDirectory(prefix="margin-eval-") as scratch:
-        folder = Path(scratch) / "workspace"
-        folder.mkdir()
-        overrides = {"MARGIN_DATABASE": str(Path(scratch) / "threads.db"),
-                     "MARGIN_COMPLETION_TEMPERATURE": repr(args.temperature),
-                     "MARGIN_COMPLETION_TIMEOUT_S": repr(args.timeout),
-                     "MARGIN_COMPLETION_ENABLED": "true"}
-        for option, variable in ((args.endpoint, "BASE_URL"), (args.model, "MODEL"), (args.api_key_env, "API_KEY_ENV")):
-            if option:
-                overrides[f"MARGIN_COMPLETION_{variable}"] = option
-        app = build_app({**os.environ, **overrides})
-        app.settings_path = args.settings
-        if app.settings.startup_problems:
-            raise CliError("invalid settings: " + "; ".join(map(str, app.settings.startup_problems)))
-        try:
-            run = completion_eval.CompletionEval(app, folder, args.direct_route, args.check_time)
-            print(f"{len(chosen)} problems · {run.endpoint.base_url} · Margin's route, then the direct call",
-                  file=sys.stderr)
-
-            def progress(done: int, total: int) -> None:
-                if done % 10 == 0 or done == total:
-                    print(f"  {done}/{total} answered", file=sys.stderr, flush=True)
-
-            rows = await run.run(chosen, progress)
-        finally:
-            await app.aclose()
+    previous = _previous(args, completion_eval.read_results)
+    done = {(row.set, row.task_id): row for row in previous}
+    remaining = [(name, problem) for name, problem in chosen if (name, problem.task_id) not in done]
+    direct_route = args.direct_route or next((r.direct.route for r in previous if r.margin.route), None)
+    async with _eval_app(args, "COMPLETION") as (app, folder):
+        run = completion_eval.CompletionEval(app, folder, direct_route, args.check_time)
+        print(f"{len(remaining)} problems · {run.endpoint.base_url} · Margin's route, then the direct call"
+              + (f" ({len(chosen) - len(remaining)} done before, in {args.results})" if previous else ""),
+              file=sys.stderr)
+        def checked(row: completion_eval.Row) -> None:
+            if args.results:
+                completion_eval.append_result(args.results, row)
+        new = {(row.set, row.task_id): row for row in await run.run(remaining, _progress(10), checked)}
+    rows = [done.get((name, problem.task_id)) or new[name, problem.task_id] for name, problem in chosen]
     print(completion_eval.report(rows, run.endpoint, args.seed, {name: len(p) for name, p in sets.items()}))
     if args.results:
-        completion_eval.write_results(args.results, rows)
         print(f"every answer: {args.results}", file=sys.stderr)
     if completion_eval.margin_worse(rows):
         print("margin: Margin passed fewer problems than the direct call (its target: at least as many)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _edits(args: argparse.Namespace) -> int:
+    from margin.evals import edits_eval
+
+    try:
+        exercises = exercism.load(args.data)
+    except infilling.ProblemsError as error:
+        raise CliError(str(error)) from None
+    if args.exercise:
+        known = {e.slug: e for e in exercises}
+        unknown = [slug for slug in args.exercise if slug not in known]
+        if unknown:
+            raise CliError(f"no exercise {', '.join(map(repr, unknown))}: see {args.data.parent / 'SOURCE.md'}")
+        chosen = [known[slug] for slug in dict.fromkeys(args.exercise)]
+    else:
+        chosen = exercism.sample(exercises, args.limit, args.seed)
+    async with _eval_app(args, "CHAT_OPS") as (app, folder):
+        run = edits_eval.EditsEval(app, folder, args.tries, args.check_time)
+        print(f"{len(chosen)} exercises · {run.endpoint.base_url} · Margin's edit-ops, then the direct call",
+              file=sys.stderr)
+        rows = await run.run(chosen, _progress(5))
+    print(edits_eval.report(rows, run.endpoint, args.seed, len(exercises), args.tries))
+    if args.results:
+        edits_eval.write_results(args.results, rows)
+        print(f"every answer: {args.results}", file=sys.stderr)
+    if edits_eval.margin_worse(rows):
+        print("margin: Margin passed fewer exercises than the direct call (its target: at least as many)",
               file=sys.stderr)
         return 1
     return 0

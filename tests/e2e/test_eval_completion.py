@@ -42,6 +42,11 @@ def oracle(problems: list[infilling.Problem], *, margin_right: bool = True):
     return answer
 
 
+def rows_of(results) -> list[dict]:
+    """The results file: a JSON line a problem."""
+    return [json.loads(line) for line in results.read_text().splitlines()]
+
+
 def chosen(name: str, limit: int, seed: int) -> list[infilling.Problem]:
     return infilling.sample(infilling.load(name), limit, seed)
 
@@ -57,7 +62,7 @@ def test_right_answers_stay_right_through_margins_path(fake, tmp_path):
     assert re.search(r"\n  Margin \(route infill\) +12/12 100\.0% ", done.stdout), done.stdout
     assert re.search(r"\n  direct \(infill\) +12/12 100\.0% ", done.stdout), done.stdout
     assert "+0.0%  95% interval" in done.stdout and "only Margin passed 0, only direct 0" in done.stdout
-    rows = json.loads(results.read_text())
+    rows = rows_of(results)
     assert len(rows) == 12 and {r["margin"]["route"] for r in rows} == {"infill"}
     assert all(r["margin"]["prompt_tokens"] and r["direct"]["prompt_tokens"] == 50 for r in rows)
 
@@ -72,7 +77,7 @@ def test_margin_shows_a_right_answer_whole_or_a_leading_part_never_other_code(fa
     results = tmp_path / "results.json"
     done = margin_eval("--endpoint", fake.base_url, "--set", "multi,span", "--limit", "12", "--seed", "7",
                        "--results", str(results))
-    rows = json.loads(results.read_text())
+    rows = rows_of(results)
     assert len(rows) == 24 and all(r["direct"]["outcome"] == "passed" for r in rows)
     for row in rows:
         shown, right = row["margin"]["answer"].rstrip("\n"), row["expected"].rstrip("\n")
@@ -90,6 +95,30 @@ def test_an_eval_where_margin_does_worse_than_the_direct_call_fails_and_says_so(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Margin passed fewer problems than the direct call" in done.stderr
     assert "-100.0%" in done.stdout and "only Margin passed 0, only direct 6" in done.stdout
+
+
+def test_an_interrupted_run_goes_on_where_it_stopped_and_a_results_file_is_never_overwritten(fake, tmp_path):
+    problems = chosen("single", 6, 4)
+    fake.answers["/infill"] = oracle(problems)
+    results = tmp_path / "results.jsonl"
+    first = margin_eval("--endpoint", fake.base_url, "--limit", "6", "--seed", "4", "--results", str(results))
+    assert first.returncode == 0, first.stdout + first.stderr
+    lines = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(lines[:3]) + lines[3][:40])  # stopped while writing the fourth
+    again = margin_eval("--endpoint", fake.base_url, "--limit", "6", "--seed", "4", "--results", str(results))
+    assert again.returncode == 2 and "exists: --resume goes on with the run it holds" in again.stderr
+    asked = len(fake.posts)
+    resumed = margin_eval("--endpoint", fake.base_url, "--limit", "6", "--seed", "4", "--results", str(results),
+                          "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "3 problems · " in resumed.stderr and "(3 done before, in " in resumed.stderr
+    holes = [body for path, body in fake.posts[asked:] if path == "/infill" and body.get("n_predict", 0) > 1]
+    assert len(holes) == 6  # three problems asked, each by Margin and directly: the first three were not
+    assert re.search(r"\n  Margin \(route infill\) +6/6 100\.0% ", resumed.stdout), resumed.stdout
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.startswith("{") and line.endswith("}")]
+    assert sorted(r["task_id"] for r in rows) == sorted(p.task_id for p in problems)
+    orphan = margin_eval("--endpoint", fake.base_url, "--limit", "2", "--resume")
+    assert orphan.returncode == 2 and "--resume goes on with the run in --results FILE" in orphan.stderr
 
 
 def test_an_unknown_set_or_an_unreachable_endpoint_is_said_plainly(fake):
@@ -112,7 +141,7 @@ def test_the_ci_sample_on_the_real_model_runs_the_whole_path_and_margin_is_not_w
         done = margin_eval("--endpoint", server.base_url, "--limit", str(SAMPLE), "--results", str(results),
                            timeout=3600)
     print(done.stdout)
-    rows = json.loads(results.read_text())
+    rows = rows_of(results)
     assert len(rows) == SAMPLE and {r["margin"]["route"] for r in rows} == {"chat"}
     assert all(r["margin"]["answer"] is not None and r["direct"]["answer"] is not None for r in rows), \
         [r["margin"]["error"] or r["direct"]["error"] for r in rows]  # every request was answered

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from margin.core.llm import ProviderError
 from margin.core.vfs import Position, PositionEncoding
@@ -77,7 +76,10 @@ class CompletionEval:
                                  profile.temperature, profile.max_output_tokens, profile.timeout_s)
 
     async def run(self, problems: Sequence[tuple[str, Problem]],
-                  progress: Callable[[int, int], None] = lambda done, total: None) -> list[Row]:
+                  progress: Callable[[int, int], None] = lambda done, total: None,
+                  checked: Callable[[Row], None] = lambda row: None) -> list[Row]:
+        """Each problem answered by Margin, then directly; `checked` gets each row once both
+        answers' tests have run (in the order they finish)."""
         rows: list[Row] = []
         checks: list[asyncio.Task[None]] = []
         room = asyncio.Semaphore(CHECKS_AT_ONCE)
@@ -91,7 +93,7 @@ class CompletionEval:
                 theirs = _attempt(await self._direct(client, route, problem), route)
                 row = Row(name, problem.task_id, mine, theirs, problem.solution)
                 rows.append(row)
-                checks.extend(asyncio.ensure_future(self._check(problem, attempt, room)) for attempt in (mine, theirs))
+                checks.append(asyncio.ensure_future(self._check_row(problem, row, room, checked)))
                 progress(number + 1, len(problems))
             await asyncio.gather(*checks)
         finally:
@@ -124,10 +126,13 @@ class CompletionEval:
         text, _line, _column = problem.document()
         return await client.fill(route, problem.prompt, problem.suffix, (text, problem.cursor))
 
-    async def _check(self, problem: Problem, attempt: Attempt, room: asyncio.Semaphore) -> None:
-        async with room:
-            verdict = await sandbox.check(problem.program(attempt.answer or "", attempt.replaces), self.check_time_s)
-        attempt.outcome, attempt.detail = verdict.outcome, verdict.detail
+    async def _check_row(self, problem: Problem, row: Row, room: asyncio.Semaphore,
+                         checked: Callable[[Row], None]) -> None:
+        for attempt in (row.margin, row.direct):
+            async with room:
+                verdict = await sandbox.check(problem.program(attempt.answer or "", attempt.replaces), self.check_time_s)
+            attempt.outcome, attempt.detail = verdict.outcome, verdict.detail
+        checked(row)
 
 
 def _attempt(answer: DirectAnswer, route: str) -> Attempt:
@@ -179,10 +184,30 @@ def margin_worse(rows: Sequence[Row]) -> bool:
     return sum(r.margin.passed for r in rows) < sum(r.direct.passed for r in rows)
 
 
-def results_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    return [{"set": r.set, "task_id": r.task_id, "margin": asdict(r.margin), "direct": asdict(r.direct),
-             "expected": r.expected} for r in rows]
+# ---- the results file: a JSON line a problem, written as each is checked ----------------------
+
+def result_line(row: Row) -> str:
+    return json.dumps({"set": row.set, "task_id": row.task_id, "margin": asdict(row.margin),
+                       "direct": asdict(row.direct), "expected": row.expected}, ensure_ascii=False) + "\n"
 
 
-def write_results(path: Path, rows: Sequence[Row]) -> None:
-    path.write_text(json.dumps(results_json(rows), indent=1, ensure_ascii=False), encoding="utf-8")
+def append_result(path: Path, row: Row) -> None:
+    """Add `row` to the results file, whole: an interrupted run loses at most the line being
+    written, and the next line starts afresh after such a cut one."""
+    with path.open("a+b") as out:
+        cut = out.tell() > 0 and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n"
+        out.write((b"\n" if cut else b"") + result_line(row).encode("utf-8"))
+
+
+def read_results(path: Path) -> list[Row]:
+    """The rows of a results file, to go on with an interrupted run (a line cut off by the
+    interruption is dropped: that problem is asked again)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            data = json.loads(line)
+            rows.append(Row(data["set"], data["task_id"], Attempt(**data["margin"]), Attempt(**data["direct"]),
+                            data.get("expected", "")))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return rows
