@@ -27,6 +27,9 @@ def test_wheel_ships_package_prompts_and_console_scripts(tmp_path):
     assert {n.removeprefix(data) for n in names if n.startswith(data)} == {
         "HumanEval-SingleLineInfilling.jsonl.gz", "HumanEval-MultiLineInfilling.jsonl.gz",
         "HumanEval-RandomSpanInfillingLight.jsonl.gz", "LICENSE", "SOURCE.md"}
+    # `margin eval edits` reads the Exercism exercises it ships, with their licence.
+    data = "margin/evals/data/exercism-python/"
+    assert {n.removeprefix(data) for n in names if n.startswith(data)} == {"exercises.json.gz", "LICENSE", "SOURCE.md"}
     # The C modules are compiled in (hatch_build.py); their sources are not shipped.
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     fast = sorted(n for n in names if "/_fast" in n)

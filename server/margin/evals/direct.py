@@ -27,6 +27,7 @@ INSTRUCTION = ("Fill in the hole marked {hole} in this Python code. Answer with 
                "replaces {hole}, in one ```python block.\n\n```python\n{code}\n```")
 """the chat route's one message: the file with the hole marked where the cursor is"""
 _FENCED = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_CLOSED = re.compile(r"^```[A-Za-z0-9_+-]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ def chat_answer(reply: str) -> str:
     return found.group(1) if found else reply
 
 
+def fenced_blocks(reply: str) -> list[str]:
+    """The code of every fenced block of a reply that is closed (an answer cut off at the output
+    limit has no whole file), fences at the start of a line."""
+    return [found.group(1) for found in _CLOSED.finditer(reply)]
+
+
 class DirectClient:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -77,6 +84,21 @@ class DirectClient:
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
             return DirectAnswer(None, time.perf_counter() - started, error=f"{type(error).__name__}: {error}"[:300])
         return DirectAnswer(text, time.perf_counter() - started, tokens)
+
+    async def chat(self, messages: list[dict[str, str]]) -> DirectAnswer:
+        """The model's reply to `messages` (role and content each), as it came."""
+        e = self.endpoint
+        body = {**({"model": e.model} if e.model else {}), "messages": messages, "max_tokens": e.max_tokens,
+                "temperature": e.temperature}
+        started = time.perf_counter()
+        try:
+            response = await self._http.post(e.base_url.rstrip("/") + "/chat/completions", json=body)
+            response.raise_for_status()
+            answer = response.json()
+            text = answer["choices"][0]["message"]["content"] or ""
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
+            return DirectAnswer(None, time.perf_counter() - started, error=f"{type(error).__name__}: {error}"[:300])
+        return DirectAnswer(text, time.perf_counter() - started, _prompt_tokens(answer))
 
     def _request(self, route: str, prefix: str, suffix: str, document: tuple[str, int] | None) -> tuple[str, dict[str, Any], Any]:
         e = self.endpoint

@@ -25,6 +25,7 @@ import secrets
 import signal
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -58,8 +59,8 @@ _run(sys.argv.pop(), %r)
 argument (gone from sys.argv before the checked code runs) and is printed after it returns"""
 
 
-def _harness() -> str:
-    limits = [("RLIMIT_AS", MEMORY_BYTES), ("RLIMIT_CPU", int(TIME_LIMIT_S) + 1), ("RLIMIT_FSIZE", FILE_BYTES),
+def _harness(time_limit_s: float) -> str:
+    limits = [("RLIMIT_AS", MEMORY_BYTES), ("RLIMIT_CPU", int(time_limit_s) + 1), ("RLIMIT_FSIZE", FILE_BYTES),
               ("RLIMIT_NOFILE", 64), ("RLIMIT_CORE", 0)]
     return _HARNESS % (limits,)
 
@@ -72,18 +73,24 @@ class Verdict:
     did), timed out, or crashed (killed by a signal: memory or CPU limits)"""
     detail: str = ""
     """the last line of its standard error, or why it was stopped"""
+    output: str = ""
+    """the end of its standard error (about OUTPUT_KEPT characters): a failed test's report"""
 
 
-async def check(program: str, time_limit_s: float = TIME_LIMIT_S) -> Verdict:
+async def check(program: str, time_limit_s: float = TIME_LIMIT_S, files: Mapping[str, str] | None = None) -> Verdict:
     """Run `program` (the prompt, the completion, the suffix and the tests, ending in the call
-    of the checks) as described above. Its output goes to files in its folder, held to the
-    file-size limit, and only their ends are read: a program that prints without end cannot
-    fill Margin's memory."""
+    of the checks) as described above, with `files` (name → text: modules it imports) in its
+    folder. Its output goes to files in its folder, held to the file-size limit, and only their
+    ends are read: a program that prints without end cannot fill Margin's memory."""
     token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as folder:
         where = Path(folder)
+        for name, text in (files or {}).items():
+            if Path(name).name != name or name in ("checked.py", "harness.py", "out", "err"):
+                raise ValueError(f"a file of the checked program is a plain name of its own, not {name!r}")
+            (where / name).write_text(text, encoding="utf-8")
         (where / "checked.py").write_text(program, encoding="utf-8")
-        (where / "harness.py").write_text(_harness(), encoding="utf-8")
+        (where / "harness.py").write_text(_harness(time_limit_s), encoding="utf-8")
         out, err = _outputs(where)
         with out, err:
             process = await asyncio.create_subprocess_exec(
@@ -98,14 +105,15 @@ async def check(program: str, time_limit_s: float = TIME_LIMIT_S) -> Verdict:
             return Verdict(False, "timed out", f"stopped after {time_limit_s:g} s")
         finally:
             _kill_group(process.pid)  # whatever it left running
-        printed, last = _tail(where / "out"), _last_line(_tail(where / "err"))
+        printed, errors = _tail(where / "out"), _tail(where / "err")[-OUTPUT_KEPT:]
+    last = _last_line(errors)
     if process.returncode is not None and process.returncode < 0:
-        return Verdict(False, "crashed", f"killed by signal {-process.returncode}")
+        return Verdict(False, "crashed", f"killed by signal {-process.returncode}", errors)
     if printed.rstrip("\n").endswith("\n" + token) and process.returncode == 0:
-        return Verdict(True, "passed")
+        return Verdict(True, "passed", output=errors)
     if process.returncode == 0 or "SystemExit" in last or not last:
-        return Verdict(False, "exited", last or f"exit status {process.returncode} before its checks ended")
-    return Verdict(False, "failed", last)
+        return Verdict(False, "exited", last or f"exit status {process.returncode} before its checks ended", errors)
+    return Verdict(False, "failed", last, errors)
 
 
 def _outputs(where: Path) -> tuple[BinaryIO, BinaryIO]:
