@@ -54,6 +54,7 @@ CAPABILITIES = {
     "edit": "code actions on a selection",
     "chat": "chat",
     "chatOps": "edit-ops (Margin: Edit Selection\u2026)",
+    "nextEdit": "next-edit suggestions",
 }
 """What each block's settings are for, as `{capability}` in a profile field's description."""
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from margin import __version__, cli_eval, cli_memories, logs
+from margin import __version__, cli_eval, cli_memories, cli_next_edit, logs
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
@@ -358,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.set_defaults(run=_threads)
     cli_memories.add_commands(commands)
     cli_eval.add_commands(commands)
+    cli_next_edit.add_commands(commands)
     return parser
 
 

@@ -108,7 +108,7 @@ async def test_status_reports_profiles_from_a_reachable_backend(fake):
     assert chat["contextWindow"] == 8192 and "props" in chat["contextWindowSource"]
     assert chat["tokenizer"] == "llama.cpp" and chat["exact"] is True
     assert result["profiles"]["edit"]["enabled"] is False and result["profiles"]["edit"]["reachable"] is None
-    assert set(result["profiles"]) == {"completion", "edit", "chat", "chatOps"}
+    assert set(result["profiles"]) == {"completion", "edit", "chat", "chatOps", "nextEdit"}
 
 
 async def test_status_reports_tokenizers_loaded_in_the_background_and_missing_ones(fake):

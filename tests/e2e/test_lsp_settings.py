@@ -41,7 +41,7 @@ async def test_precedence_builtin_defaults_init_workspace_env():
     async with margin_client(env=env, init_options=init) as client:
         result = await status(client)
         assert models(result) == {"completion": "init-default", "edit": "init-edit",
-                                  "chat": "init-chat", "chatOps": "env-chatops"}
+                                  "chat": "init-chat", "chatOps": "env-chatops", "nextEdit": "init-default"}
 
         change_configuration(client, {"margin": {
             "defaults": {"model": "ws-default"},       # loses to any profile-specific value
@@ -50,7 +50,7 @@ async def test_precedence_builtin_defaults_init_workspace_env():
         }})
         result = await wait_for(lambda r: r["profiles"]["chat"]["model"] == "ws-chat", client)
         assert models(result) == {"completion": "ws-default", "edit": "init-edit",
-                                  "chat": "ws-chat", "chatOps": "env-chatops"}
+                                  "chat": "ws-chat", "chatOps": "env-chatops", "nextEdit": "ws-default"}
 
 
 async def test_profiles_do_not_share_settings_implicitly():

@@ -182,7 +182,7 @@ export interface EditSelectionResult {
 
 export interface ExplainParams extends ChatRequestParams {
   /** the profile whose prompt to explain (default `"chat"`) */
-  profile?: "completion" | "edit" | "chat" | "chatOps";
+  profile?: "completion" | "edit" | "chat" | "chatOps" | "nextEdit";
 }
 
 export interface ExplainResult {

@@ -8,6 +8,7 @@ export const PROFILES = [
   "edit",
   "chat",
   "chatOps",
+  "nextEdit",
 ] as const;
 
 /** Blocks of profile settings: `defaults`, then each profile. */
@@ -17,6 +18,7 @@ export const BLOCKS = [
   "edit",
   "chat",
   "chatOps",
+  "nextEdit",
 ] as const;
 
 /** The fields of a profile (ProfileSettings). */

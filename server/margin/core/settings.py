@@ -39,7 +39,7 @@ from margin.core.settings_fields import (
     user_only_fields,
 )
 
-PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps")
+PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps", "nextEdit")
 """Capability profiles, in the order they are shown."""
 
 USER_VISIBLE_PROFILES: tuple[str, ...] = PROFILES
@@ -111,7 +111,7 @@ _LOCAL = "http://127.0.0.1:8080/v1"
 
 BUILTIN_PROFILES: dict[str, ProfileSettings] = {
     name: ProfileSettings(
-        enabled=True,
+        enabled=enabled,
         base_url=_LOCAL,
         model=None,
         api_key_env=None,
@@ -122,11 +122,13 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
         tokenizer="auto",
         template=template,
     )
-    for name, tokens, temperature, timeout, template in (
-        ("completion", 128, 0.2, 10.0, "completion_v1"),
-        ("edit", 1024, 0.2, 60.0, "edit_v1"),
-        ("chat", 1024, 0.7, 120.0, "chat_v1"),
-        ("chatOps", 2048, 0.2, 120.0, "chat_ops_v1"),
+    for name, enabled, tokens, temperature, timeout, template in (
+        ("completion", True, 128, 0.2, 10.0, "completion_v1"),
+        ("edit", True, 1024, 0.2, 60.0, "edit_v1"),
+        ("chat", True, 1024, 0.7, 120.0, "chat_v1"),
+        ("chatOps", True, 2048, 0.2, 120.0, "chat_ops_v1"),
+        # Off until turned on (#28): a chat model guessing at every pause would cost more than it gives.
+        ("nextEdit", False, 512, 0.0, 10.0, "next_edit_v1"),
     )
 }
 

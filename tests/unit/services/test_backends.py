@@ -82,7 +82,8 @@ async def test_profiles_on_one_backend_share_one_probe(fake):
     finally:
         await backends.aclose()
         await tokenizers.aclose()
-    assert all(r.reachable and r.context_window == 8192 for r in reports)
+    assert all(r.reachable and r.context_window == 8192 for r in reports if r.enabled)
+    assert [r.name for r in reports if not r.enabled] == ["nextEdit"]  # off until turned on: not probed
     assert sorted(fake.gets) == ["/props", "/v1/models"]  # one probe for four profiles, twice
     assert fake.requests == []  # probing never asks for a completion
 

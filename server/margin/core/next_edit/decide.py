@@ -10,6 +10,7 @@ that the document is still that text (its version and fingerprint).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from margin.core.next_edit.history import Edit
@@ -20,6 +21,16 @@ WINDOW_BELOW = 10
 SIMILAR_ENOUGH = 0.5
 """of the window's lines, the share a rewrite keeps (difflib's ratio): below it, the answer is
 another text, not this window edited"""
+
+
+_FENCED = re.compile(r"^(`{3,})[^\n`]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def fenced_code(answer: str) -> str | None:
+    """The code of a chat answer's first closed fenced block (None: there is none — prose, or an
+    answer cut off before its block closed)."""
+    found = _FENCED.search(answer)
+    return found.group(2).removesuffix("\n") if found else None
 
 
 @dataclass(frozen=True, slots=True)
