@@ -65,6 +65,9 @@ WARM_UP: tuple[str, ...] = (
     "margin.lsp.wire_edits",
     "margin.lsp.wire_memories",
     "margin.lsp.wire_status",
+    "margin.lsp.wire_next_edit",
+    "margin.core.next_edit.decide",
+    "margin.services.next_edit",
 )
 """Imported in the background after `initialize`, in this order: every module imported in an
 `imports()` block, and the libraries under them that cost most (tests check that each `module()` is

@@ -18,6 +18,8 @@ export const METHODS = {
   memories: "margin/memories",
   editOps: "margin/editOps",
   applyOps: "margin/applyOps",
+  nextEdit: "margin/nextEdit",
+  copilotInlineEdit: "textDocument/copilotInlineEdit",
 } as const;
 
 /** Margin's commands (workspace/executeCommand; the params are the one argument). */
@@ -41,6 +43,8 @@ export interface Requests {
   "margin/memories": { params: MemoriesParams; result: MemoriesResult };
   "margin/editOps": { params: ChatRequestParams; result: EditOpsResult };
   "margin/applyOps": { params: ApplyOpsParams; result: ApplyOpsResult };
+  "margin/nextEdit": { params: NextEditParams; result: NextEditResult };
+  "textDocument/copilotInlineEdit": { params: NextEditParams; result: CopilotInlineEditResult };
 }
 
 export interface ApplyOpsParams {
@@ -118,6 +122,29 @@ export interface ChatResult {
   message?: string | null;
   /** the recall tool's calls, when the model made any */
   recalls?: RecallMade[] | null;
+}
+
+export interface CopilotCommand {
+  title: string;
+  command: string;
+  arguments: string[];
+}
+
+export interface CopilotDocument {
+  uri: string;
+  version: number;
+}
+
+export interface CopilotInlineEdit {
+  text: string;
+  textDocument: CopilotDocument;
+  range: Range;
+  command?: CopilotCommand | null;
+}
+
+export interface CopilotInlineEditResult {
+  /** alternatives for the one next edit (Margin gives one, or none) */
+  edits: CopilotInlineEdit[];
 }
 
 export interface DeleteThreadParams {
@@ -327,6 +354,35 @@ export interface NewThreadParams {
 
 export interface NewThreadResult {
   threadId: string;
+}
+
+export interface NextEditDocument {
+  /** (not empty) */
+  uri: string;
+  /** the version the cursor is in: an answer for an older one is empty */
+  version: number;
+}
+
+export interface NextEdit {
+  /** what it replaces, in the document at `version` */
+  range: Range;
+  newText: string;
+}
+
+export interface NextEditParams {
+  textDocument: NextEditDocument;
+  position: StandardPosition;
+}
+
+export interface NextEditResult {
+  /** empty: nothing to suggest (`reason` says why) */
+  edits: NextEdit[];
+  /** where the first edit starts: where Tab takes the cursor */
+  jumpTo?: StandardPosition | null;
+  /** the document's version the edits are for */
+  version: number;
+  /** why there is no suggestion */
+  reason?: string | null;
 }
 
 /**

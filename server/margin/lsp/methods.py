@@ -159,8 +159,25 @@ INLINE_COMPLETION = Method(
     "version is empty. No suggestion is an empty list, never an error (the reason is logged).",
     kind="standard")
 
+NEXT_EDIT = Method(
+    "margin/nextEdit", "wire_next_edit:NextEditParams", "wire_next_edit:NextEditResult",
+    "The nextEdit profile's suggestion: the edit the user's recent edits call for in the window "
+    "around the cursor, or none.",
+    "After a pause in typing, with the document's version: an answer for an older version is "
+    "empty. `edits` are the smallest edits of the document at that version; `jumpTo` is where the "
+    "first starts (Tab goes there, Tab again accepts). No suggestion is an empty `edits`, with "
+    "`reason`. The nextEdit profile is off until turned on (docs/next-edit.md).",
+    "RequestFailed when the document is not open, or the line is past its end.")
+COPILOT_INLINE_EDIT = Method(
+    "textDocument/copilotInlineEdit", "wire_next_edit:NextEditParams", "wire_next_edit:CopilotInlineEditResult",
+    "margin/nextEdit's answer in the shape the Copilot language server documents.",
+    "For editors' existing next-edit interfaces (Neovim's copilot-lsp): the same suggestion as one "
+    "edit, `text` replacing `range` in the document at `textDocument.version`; none is an empty "
+    "`edits`.",
+    "RequestFailed when the document is not open, or the line is past its end.")
+
 REQUESTS: tuple[Method, ...] = (STATUS, CHAT, EXPLAIN, HISTORY, RECALL, THREADS, NEW_THREAD, DELETE_THREAD,
-                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS)
+                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT, COPILOT_INLINE_EDIT)
 """Margin's own requests, in the order `initialize` advertises them."""
 COMMANDS: tuple[Method, ...] = (APPLY_OPS_COMMAND, EDIT_SELECTION_COMMAND)
 STANDARD: tuple[Method, ...] = (INLINE_COMPLETION,)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from margin.core.next_edit.history import EditHistories
 from margin.services.app import MarginApp
 from margin.services.chat import ChatService
 from margin.services.completion import CompletionService
 from margin.services.editops import EditOpsService
 from margin.services.instructions import InstructionFiles
 from margin.services.memories import MemoriesService
+from margin.services.next_edit import NextEditService
 from margin.services.retrieval import Retrieval
 from margin.services.selection_edit import SelectionEditService
 from margin.services.summaries import Summaries
@@ -26,6 +28,7 @@ class Services:
     completion: CompletionService
     memories: MemoriesService
     retrieval: Retrieval
+    next_edit: NextEditService
 
     @classmethod
     def over(cls, app: MarginApp) -> Services:
@@ -34,4 +37,4 @@ class Services:
         chat = ChatService(app, threads, summaries=Summaries(app, threads), instructions=instructions,
                            memories=memories, retrieval=retrieval)
         return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app, instructions),
-                   CompletionService(app), memories, retrieval)
+                   CompletionService(app), memories, retrieval, NextEditService(app, EditHistories()))

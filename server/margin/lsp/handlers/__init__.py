@@ -10,6 +10,7 @@
     completion     textDocument/inlineCompletion, and textDocument/completion when
                    `completionMenu` is on
     status         margin/status
+    next_edit      margin/nextEdit, textDocument/copilotInlineEdit, and the edit history
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from margin.lsp.server import MarginLanguageServer
 
-FEATURES = ("lifecycle", "documents", "chat", "memories", "editops", "code_actions", "completion", "status")
+FEATURES = ("lifecycle", "documents", "chat", "memories", "editops", "code_actions", "completion", "status",
+            "next_edit")
 """Every module of this folder, in the order they register (which orders the advertised
 commands); a test checks that none is missing."""
 

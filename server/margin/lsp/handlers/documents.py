@@ -5,6 +5,7 @@ registered where the client allows it) for the retrieval index."""
 from __future__ import annotations
 
 import logging
+import time
 
 from lsprotocol import types
 
@@ -19,18 +20,29 @@ with deferred.imports():
 log = logging.getLogger(__name__)
 
 
+def _keeping_history(ls: MarginLanguageServer) -> bool:
+    """The edit history is kept while next-edit suggestions are on (it costs nothing otherwise)."""
+    return ls.app.settings.current.profile("nextEdit").enabled
+
+
 def did_open(ls: MarginLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     # lsprotocol passes any JSON scalar through as the language id (it is a union with str).
     language = doc.language_id if isinstance(doc.language_id, str) else ""
     ls.app.files.open(doc.uri, language, doc.version, doc.text)
+    if _keeping_history(ls):
+        ls.services.next_edit.histories.opened(doc.uri, doc.text, doc.version)
     log.debug("open uri=%s version=%d chars=%d", logs.name(doc.uri), doc.version, len(doc.text))
 
 
 def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
     doc = params.text_document
     try:
-        ls.app.files.change(doc.uri, doc.version, [convert.change(c) for c in params.content_changes])
+        file = ls.app.files.change(doc.uri, doc.version, [convert.change(c) for c in params.content_changes])
+        if _keeping_history(ls):
+            ls.services.next_edit.histories.changed(doc.uri, file.text, file.version, time.monotonic())
+        else:  # turned on again later, the history starts afresh rather than from a stale text
+            ls.services.next_edit.histories.closed(doc.uri)
     except SyncError as error:
         shown = logs.name(doc.uri)
         log.warning("change not applied uri=%s version=%d: %s", shown, doc.version,
@@ -39,6 +51,7 @@ def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentPara
 
 def did_close(ls: MarginLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.app.files.close(params.text_document.uri)
+    ls.services.next_edit.histories.closed(params.text_document.uri)
     ls.services.retrieval.touched(params.text_document.uri)  # indexed again from disk
 
 
