@@ -22,12 +22,20 @@ Margin's time per case (prompt and decision, median).
 
     .venv/bin/python benchmarks/eval_next_edit.py                  # 40 commits, seed 1
     .venv/bin/python benchmarks/eval_next_edit.py --commits 200
+    .venv/bin/python benchmarks/eval_next_edit.py --endpoint http://127.0.0.1:8080/v1 --limit 60
+
+With `--endpoint` (and `--model`), a model answers too, through Margin's whole next-edit service
+(`NextEditService.suggest`: the nextEdit profile on that endpoint, its route — Sweep's prompt for
+a Sweep model, else the chat route —, the budget counted with the model's tokenizer, the
+decision), on the first `--limit` cases (noise among them in proportion).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
+import os
 import random
 import statistics
 import subprocess
@@ -144,11 +152,76 @@ def answer(oracle: str, case: Case, current: Window) -> str:
     return rewrite
 
 
+async def ask_model(cases: list[Case], endpoint: str, model: str | None) -> list[tuple[Case, object, float]]:
+    """Each case through NextEditService on the endpoint: (case, outcome, seconds)."""
+    from margin.core.next_edit.history import EditHistories
+    from margin.services.next_edit import NextEditService
+    from margin.wiring import build_app
+
+    scratch = Path(tempfile.mkdtemp(prefix="margin-next-edit-"))
+    env = {**os.environ, "MARGIN_NEXT_EDIT_ENABLED": "true", "MARGIN_NEXT_EDIT_BASE_URL": endpoint,
+           "MARGIN_NEXT_EDIT_TIMEOUT_S": "300", "MARGIN_DATABASE": str(scratch / "threads.db")}
+    if model:
+        env["MARGIN_NEXT_EDIT_MODEL"] = model
+    app = build_app(env)
+    app.workspace.folders = lambda: [scratch.as_uri()]
+    service = NextEditService(app, EditHistories())
+    answered = []
+    try:
+        for n, case in enumerate(cases):
+            uri = (scratch / case.path).as_uri()
+            app.files.open(uri, "python", 1, case.steps[-1])
+            started = time.perf_counter()
+            outcome = await service.suggest(uri, case.cursor_line, history=history_of(case))
+            answered.append((case, outcome, time.perf_counter() - started))
+            app.files.close(uri)
+            if (n + 1) % 10 == 0:
+                print(f"  {n + 1}/{len(cases)} answered", file=sys.stderr, flush=True)
+    finally:
+        await app.aclose()
+    return answered
+
+
+def model_row(answered: list[tuple[Case, object, float]]) -> str:
+    exact = near = silent = noise = reversals = shown_any = 0
+    reasons: dict[str, int] = {}
+    tokens, seconds = [], []
+    for case, outcome, took in answered:
+        edits = getattr(outcome, "edits", ())
+        silence = getattr(outcome, "silence", None)
+        report = getattr(outcome, "budget", None)
+        if report is not None and report.total:
+            tokens.append(report.total)
+        seconds.append(took)
+        if silence:
+            reasons[silence[:40]] = reasons.get(silence[:40], 0) + 1
+        document = case.steps[-1]
+        shown = apply(document, edits) if edits else None
+        shown_any += shown is not None
+        if case.expected is None:
+            noise += 1
+            silent += shown is None
+        elif shown == case.expected:
+            exact += 1
+        if shown is not None and case.expected is not None:
+            near += abs(document.count("\n", 0, edits[0].start) - case.next_line) <= 3
+        reversals += shown is not None and shown == case.steps[-2]
+    positives = len(answered) - noise
+    route = getattr(answered[0][1], "route", "?") if answered else "?"
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+    return (f"| model ({route} route) | {len(answered)} | {shown_any} shown | {exact}/{positives} | {near}/{positives} | "
+            f"{silent}/{noise} | {reversals} | - | {statistics.median(tokens) if tokens else 0:.0f} | "
+            f"{statistics.median(seconds) * 1000:.0f} ms (with the model) | {why} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--bundle", type=Path, default=BUNDLE)
+    parser.add_argument("--endpoint", help="an OpenAI-style base URL (with /v1): a model answers too")
+    parser.add_argument("--model", help="the model's name at the endpoint")
+    parser.add_argument("--limit", type=int, default=60, help="cases the model answers (default 60)")
     args = parser.parse_args()
     cases = collect(args.bundle, args.commits, args.seed)
     count = tiktoken_counter("o200k_base").count
@@ -198,6 +271,9 @@ def main() -> int:
               f"| {why} |")
         failed |= reversals > 0 or malformed > 0 or (oracle == "no-op" and silent < noise)
         failed |= oracle == "no-op" and exact > 0
+    if args.endpoint:
+        chosen = random.Random(args.seed).sample(cases, min(args.limit, len(cases)))
+        print(model_row(asyncio.run(ask_model(chosen, args.endpoint, args.model))))
     return 1 if failed else 0
 
 

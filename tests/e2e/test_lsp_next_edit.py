@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.lsp_client import change_doc, margin_client, open_doc, request
 from tests.e2e.test_lsp_editops import apply_text_edits
 from tests.fakes.fake_openai import reply
@@ -67,3 +69,23 @@ async def test_a_stale_version_a_reversal_and_the_profile_off_are_silence(fake, 
         rename(client)
         off = await ask(client)
     assert off["edits"] == [] and "Next-edit suggestions are off" in off["reason"]
+
+
+@pytest.mark.llama
+@pytest.mark.timeout(900)
+async def test_the_whole_path_on_the_real_model(llama_server, tmp_path):
+    """margin/nextEdit on the real Gemma 3 270M by the chat route: the history from typed changes,
+    the prompt counted with llama.cpp's own tokenizer, the model's answer, the decision. A model
+    this small rarely rewrites the window well: what is checked is that the answer came and was
+    judged — edits that apply to the document, or silence with one of the decision's reasons."""
+    env = {"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_NEXT_EDIT_ENABLED": "true", "MARGIN_NEXT_EDIT_TIMEOUT_S": "600",
+           "MARGIN_NEXT_EDIT_MAX_OUTPUT_TOKENS": "256"}  # the window is ~60 tokens: room to rewrite it
+    async with margin_client(env=env, root=Path("/ws")) as client:
+        rename(client)
+        result = await ask(client)
+    assert result["version"] == 6
+    if result["edits"]:
+        assert apply_text_edits(AFTER, result["edits"]) != AFTER and "reason" not in result
+    else:
+        assert result["reason"] in ("unchanged", "cut off", "not a rewrite", "reverses the last edit"), result
