@@ -82,7 +82,8 @@ async def test_structured_output_follows_the_json_schema(provider):
 async def test_margin_status_over_lsp_reads_the_real_window(llama_server):
     async with margin_client(env={"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url}) as client:
         profiles = (await status(client, refresh=True))["profiles"]
-    for profile in profiles.values():
+    assert [name for name, profile in profiles.items() if not profile["enabled"]] == ["nextEdit"]  # off by default
+    for profile in (profile for profile in profiles.values() if profile["enabled"]):
         assert profile["reachable"] is True
         assert profile["contextWindow"] == LLAMA_CONTEXT
         assert profile["tokenizer"] == "llama.cpp"
