@@ -39,7 +39,7 @@ async def test_initialize_advertises_what_margin_does():
         assert caps.experimental["margin"]["methods"] == [
             "margin/status", "margin/chat", "margin/explain", "margin/history", "margin/recall", "margin/threads",
             "margin/newThread", "margin/deleteThread", "margin/remember", "margin/forget", "margin/memories",
-            "margin/editOps", "margin/applyOps"]
+            "margin/editOps", "margin/applyOps", "margin/nextEdit"]
         assert list(caps.execute_command_provider.commands) == ["margin.applyOps", "margin.editSelection"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__

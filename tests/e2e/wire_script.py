@@ -182,6 +182,21 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
                      {**inline, "textDocument": {"uri": c, "version": 0}})
         await r.call("inline completion, invalid params", "textDocument/inlineCompletion",
                      {**inline, "position": {"line": -1, "character": 0}})
+        client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {"nextEdit": {"enabled": True}}}})
+        await r.call("status, next edit on", "margin/status", {})  # the settings are in force
+        d = A.replace("a.py", "d.py")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": d, "languageId": "python", "version": 1,
+                                                                "text": "def area(r):\n    return r * r\n"}})
+        client.notify("textDocument/didChange", {"textDocument": {"uri": d, "version": 2}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 10}, "end": {"line": 0, "character": 10}}, "text": "adius"}]})
+        fake.script(reply("```python\ndef area(radius):\n    return radius * radius\n```"),
+                    reply("```python\ndef area(radius):\n    return radius * radius\n```"))
+        at = {"textDocument": {"uri": d, "version": 2}, "position": {"line": 0, "character": 15}}
+        await r.call("next edit", "margin/nextEdit", at)
+        await r.call("next edit, Copilot's shape", "textDocument/copilotInlineEdit", at)
+        await r.call("next edit, an older version", "margin/nextEdit", {**at, "textDocument": {"uri": d, "version": 1}})
+        await r.call("next edit, invalid params", "margin/nextEdit", {"textDocument": {"uri": d}, "position": at["position"]})
+        client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {"nextEdit": {"enabled": False}}}})
         client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {"chat": {"enabled": False}}}})
         await r.call("chat, disabled", "margin/chat", {"message": "hi"})
         client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {

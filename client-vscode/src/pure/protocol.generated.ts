@@ -19,7 +19,6 @@ export const METHODS = {
   editOps: "margin/editOps",
   applyOps: "margin/applyOps",
   nextEdit: "margin/nextEdit",
-  copilotInlineEdit: "textDocument/copilotInlineEdit",
 } as const;
 
 /** Margin's commands (workspace/executeCommand; the params are the one argument). */
@@ -44,7 +43,6 @@ export interface Requests {
   "margin/editOps": { params: ChatRequestParams; result: EditOpsResult };
   "margin/applyOps": { params: ApplyOpsParams; result: ApplyOpsResult };
   "margin/nextEdit": { params: NextEditParams; result: NextEditResult };
-  "textDocument/copilotInlineEdit": { params: NextEditParams; result: CopilotInlineEditResult };
 }
 
 export interface ApplyOpsParams {

@@ -174,13 +174,13 @@ COPILOT_INLINE_EDIT = Method(
     "For editors' existing next-edit interfaces (Neovim's copilot-lsp): the same suggestion as one "
     "edit, `text` replacing `range` in the document at `textDocument.version`; none is an empty "
     "`edits`.",
-    "RequestFailed when the document is not open, or the line is past its end.")
+    "RequestFailed when the document is not open, or the line is past its end.", kind="standard")
 
 REQUESTS: tuple[Method, ...] = (STATUS, CHAT, EXPLAIN, HISTORY, RECALL, THREADS, NEW_THREAD, DELETE_THREAD,
-                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT, COPILOT_INLINE_EDIT)
+                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT)
 """Margin's own requests, in the order `initialize` advertises them."""
 COMMANDS: tuple[Method, ...] = (APPLY_OPS_COMMAND, EDIT_SELECTION_COMMAND)
-STANDARD: tuple[Method, ...] = (INLINE_COMPLETION,)
+STANDARD: tuple[Method, ...] = (INLINE_COMPLETION, COPILOT_INLINE_EDIT)
 ALL: tuple[Method, ...] = REQUESTS + COMMANDS + STANDARD
 
 
