@@ -44,6 +44,7 @@ export const GLOBAL_FIELDS = [
   "applyEditTimeoutS",
   "codeActions",
   "completionMenu",
+  "nextEditPauseMs",
   "instructionFiles",
   "instructionsMaxTokens",
   "retrieval",

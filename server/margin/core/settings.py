@@ -205,6 +205,10 @@ class GlobalSettings(BaseModel):
         "Also offer the inline suggestion as an item of the completion menu "
         "(`textDocument/completion`), for editors without inline completion: Helix, coc.nvim, "
         "vim-lsp, Neovim before 0.12. Editors with inline completion do not need it."))] = False
+    next_edit_pause_ms: Annotated[int, Field(ge=0, le=10_000, description=(
+        "While next-edit suggestions are on: after a pause this long in typing, Margin asks for "
+        "the next edit at the last change, so that it is ready when the editor asks. 0: only "
+        "when the editor asks."))] = 400
     instruction_files: Annotated[tuple[str, ...], BeforeValidator(_json_names), Field(description=(
         "Project instruction files shown to chat and edit-ops, nearest the active file last. A "
         "name without a slash is looked for in every folder from the workspace folder down to "

@@ -47,6 +47,9 @@ class BackgroundQueue:
         self._yielding: set[asyncio.Task[object]] = set()
         """the summaries being written: stopped by foreground work"""
         self._woken: asyncio.Event | None = None
+        self._completing = 0
+        """inline completions running now"""
+        self._completions_over: asyncio.Event | None = None
         self.indexing_may_run = threading.Event()
         """set while indexing may go on (a thread waits on it between files)"""
         self.indexing_may_run.set()
@@ -61,6 +64,7 @@ class BackgroundQueue:
         idle pause), indexing pauses after its current file."""
         assert priority in (COMPLETION, REQUEST), priority
         self._active += 1
+        self._completing += priority == COMPLETION
         self._update()
         running = [task for task in self._yielding if not task.done()]
         for task in running:
@@ -73,8 +77,19 @@ class BackgroundQueue:
             yield
         finally:
             self._active -= 1
+            self._completing -= priority == COMPLETION
+            if not self._completing and self._completions_over is not None:
+                self._completions_over.set()
             self._last_foreground = self._clock()
             self._update()
+
+    async def after_completions(self) -> None:
+        """Return once no inline completion runs: work that must never go ahead of one (a
+        next-edit suggestion's model call) waits here."""
+        while self._completing:
+            if self._completions_over is None or self._completions_over.is_set():
+                self._completions_over = asyncio.Event()
+            await self._completions_over.wait()
 
     # --- background turns ------------------------------------------------------------------
 

@@ -10,14 +10,24 @@ budget (core.next_edit.prompt); the answer is made into the smallest edits or si
 (core.next_edit.decide); and nothing is suggested for a document that changed while the model
 answered. The edits are offsets into the text the model saw, named by its version and
 fingerprint.
+
+Cost: one request in flight per document — a request for another place or version aborts the
+older one's model call, and one for the same place and version shares it; an answer is kept for
+the state it was made for (the last per document, and the model's answers by prompt), so asking
+again costs nothing; the model is asked only when no inline completion is running; and after a
+pause in typing (`nextEditPauseMs`) the next edit at the last change is asked for at once, so it
+is ready when the editor asks.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from margin import logs
 from margin.core import budget
@@ -37,6 +47,11 @@ log = logging.getLogger(__name__)
 
 PROFILE = "nextEdit"
 Route = Literal["sweep", "chat"]
+ANSWERS_KEPT = 32
+"""the model's answers kept, by prompt"""
+REPLACED = "a newer request for this document replaced it"
+Key = tuple[int, str, int]
+"""what an answer is for: the document's version and fingerprint, and the cursor's line"""
 
 
 def route_for(model: str | None) -> Route:
@@ -55,12 +70,31 @@ class NextEditOutcome:
     silence: str | None = None
     """why nothing is suggested"""
     budget: BudgetReport | None = None
+    failed: bool = False
+    """the model call failed (`silence` says how): asked again, not kept"""
 
 
 class NextEditService:
     def __init__(self, app: MarginApp, histories: EditHistories) -> None:
         self.app = app
         self.histories = histories
+        self._running: dict[str, tuple[Key, asyncio.Task[NextEditOutcome]]] = {}
+        self._known: dict[str, tuple[Key, NextEditOutcome]] = {}
+        self._answers: OrderedDict[str, tuple[str | None, bool]] = OrderedDict()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._started: set[asyncio.Task[NextEditOutcome]] = set()
+        self.asking: dict[str, int] = {}
+        """model calls in flight, by document"""
+        self.most_asking = 0
+        """the most model calls ever in flight for one document (metadata for tests and benchmarks)"""
+        self.model_calls = 0
+
+    def known(self, uri: str, line: int) -> NextEditOutcome | None:
+        """The answer already made for the document as it is now and the cursor on `line`."""
+        file, entry = self.app.files.get(uri), self._known.get(uri)
+        if file is None or entry is None or entry[0] != (file.version, file.fingerprint, line):
+            return None
+        return entry[1]
 
     async def suggest(self, uri: str, line: int, context_files: tuple[tuple[str, str], ...] = (),
                       history: DocumentHistory | None = None) -> NextEditOutcome:
@@ -75,13 +109,85 @@ class NextEditService:
             raise RequestError(f"{uri} is not open: the editor must send didOpen first")
         if not 0 <= line < file.line_count:
             raise RequestError(f"line {line} is past the end of the document ({file.line_count} lines)")
+        if history is not None or context_files:  # the terminal's own request: nothing to share
+            return await self._suggest(uri, line, settings, context_files, history)
+        if (known := self.known(uri, line)) is not None:
+            return known
+        key = (file.version, file.fingerprint, line)
+        running = self._running.get(uri)
+        if running is None or running[0] != key or running[1].done():
+            if running is not None:
+                running[1].cancel()  # another place or version: its model call is aborted
+            task = asyncio.ensure_future(self._suggest(uri, line, settings))
+            self._running[uri] = running = (key, task)
+            task.add_done_callback(lambda done: self._finished(uri, key, done))
+        try:
+            return await asyncio.shield(running[1])  # a request given up leaves it to the others
+        except asyncio.CancelledError:
+            if (me := asyncio.current_task()) is not None and me.cancelling():
+                raise
+            return NextEditOutcome(True, version=file.version, fingerprint=file.fingerprint, silence=REPLACED)
+
+    def _finished(self, uri: str, key: Key, task: asyncio.Task[NextEditOutcome]) -> None:
+        if self._running.get(uri, (None, None))[1] is task:
+            del self._running[uri]
+        if not task.cancelled() and task.exception() is None and not task.result().failed:
+            self._known[uri] = (key, task.result())
+
+    def typed(self, uri: str, pause_s: float) -> None:
+        """`uri` changed: after `pause_s` with no other change, the next edit at the last change is
+        asked for (0: only when the editor asks)."""
+        if (timer := self._timers.pop(uri, None)) is not None:
+            timer.cancel()
+        if pause_s > 0:
+            self._timers[uri] = asyncio.get_running_loop().call_later(pause_s, self._pause_over, uri)
+
+    def _pause_over(self, uri: str) -> None:
+        self._timers.pop(uri, None)
+        history, file = self.histories.get(uri), self.app.files.get(uri)
+        if history is None or file is None or history.text != file.text or not (edits := history.edits()):
+            return
+        last = edits[-1]
+        task = asyncio.ensure_future(self.suggest(uri, file.text.count("\n", 0, last.start + len(last.new))))
+        self._started.add(task)
+        task.add_done_callback(self._pause_done)
+
+    def _pause_done(self, task: asyncio.Task[NextEditOutcome]) -> None:
+        self._started.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("next edit after a pause failed: %s", type(error).__name__)
+
+    def closed(self, uri: str) -> None:
+        """`uri` was closed: its history, answers, timer and request go."""
+        self.histories.closed(uri)
+        self._known.pop(uri, None)
+        if (timer := self._timers.pop(uri, None)) is not None:
+            timer.cancel()
+        if (running := self._running.pop(uri, None)) is not None:
+            running[1].cancel()
+
+    def stop(self) -> None:
+        """Shutdown: every timer and request is stopped."""
+        for timer in self._timers.values():
+            timer.cancel()
+        for _key, task in self._running.values():
+            task.cancel()
+        for task in self._started:
+            task.cancel()
+        self._timers.clear()
+
+    async def _suggest(self, uri: str, line: int, settings: Any, context_files: tuple[tuple[str, str], ...] = (),
+                       history: DocumentHistory | None = None) -> NextEditOutcome:
+        file = self.app.files.get(uri)
+        if file is None:
+            raise RequestError(f"{uri} is not open: the editor must send didOpen first")
         history = history or self.histories.get(uri)
         outcome = NextEditOutcome(True, version=file.version, fingerprint=file.fingerprint, route=route_for(settings.model))
         if history is None or history.text != file.text:
             outcome.silence = "no recent edit"
             return outcome
         edits = history.edits()
-        async with self.app.queue.foreground(REQUEST):  # after inline completion, always
+        async with self.app.queue.foreground(REQUEST):
             profile = await resolve_profile(self.app, PROFILE, settings)
             route = outcome.route or "chat"
             path = self.app.workspace.file_id(uri)
@@ -96,12 +202,20 @@ class NextEditService:
                 outcome.silence = prompt.silence
                 return outcome
             started = time.perf_counter()
-            try:
-                answer, finished = await self._ask(profile, route, prompt.text)
-            except ProviderError as error:
-                log.info("next edit failed uri=%s route=%s error=%s", logs.name(uri), route, error.kind)
-                outcome.silence = str(error)
-                return outcome
+            cache_key = hashlib.sha256("\0".join((route, settings.model or "", system, prompt.text)).encode()).hexdigest()
+            if (kept := self._answers.get(cache_key)) is not None:
+                self._answers.move_to_end(cache_key)
+                answer, finished = kept
+            else:
+                try:
+                    answer, finished = await self._asking(uri, profile, route, prompt.text)
+                except ProviderError as error:
+                    log.info("next edit failed uri=%s route=%s error=%s", logs.name(uri), route, error.kind)
+                    outcome.silence, outcome.failed = str(error), True
+                    return outcome
+                self._answers[cache_key] = (answer, finished)
+                while len(self._answers) > ANSWERS_KEPT:
+                    self._answers.popitem(last=False)
         if answer is None:  # a chat answer with no whole fenced block: prose, or cut off
             outcome.silence = "not a rewrite" if finished else "cut off"
             return outcome
@@ -114,6 +228,19 @@ class NextEditService:
         log.info("next edit uri=%s route=%s edits=%d silence=%s ms=%.0f", logs.name(uri), route, len(outcome.edits),
                  outcome.silence or "-", (time.perf_counter() - started) * 1000)
         return outcome
+
+    async def _asking(self, uri: str, profile: Profile, route: Route, text: str) -> tuple[str | None, bool]:
+        """The model's answer, asked once no inline completion runs (counted while in flight)."""
+        await self.app.queue.after_completions()  # never ahead of an inline completion
+        self.asking[uri] = self.asking.get(uri, 0) + 1
+        self.most_asking = max(self.most_asking, self.asking[uri])
+        self.model_calls += 1
+        try:
+            return await self._ask(profile, route, text)
+        finally:
+            self.asking[uri] -= 1
+            if not self.asking[uri]:
+                del self.asking[uri]
 
     async def _ask(self, profile: Profile, route: Route, text: str) -> tuple[str | None, bool]:
         """The model's rewrite of the window, and whether it ended by itself."""

@@ -126,3 +126,30 @@ async def test_a_failing_summary_raises_to_its_turn_and_frees_the_queue():
     work.release.set()
     assert await queue.in_turn(work) == "done after 1 starts"
     assert queue.indexing_may_run.is_set()
+
+
+async def test_work_that_must_not_go_ahead_of_a_completion_waits_for_every_one_running():
+    queue = BackgroundQueue(PAUSE)
+    assert await asyncio.wait_for(queue.after_completions(), 1) is None  # none running: at once
+    first, second, done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def completion(release: asyncio.Event) -> None:
+        async with queue.foreground(COMPLETION):
+            await release.wait()
+
+    async def waiting() -> None:
+        async with queue.foreground(REQUEST):  # a request running does not hold it back ...
+            await queue.after_completions()
+            done.set()
+
+    running = [asyncio.ensure_future(completion(first)), asyncio.ensure_future(completion(second))]
+    await asyncio.sleep(0)
+    waiter, other = asyncio.ensure_future(waiting()), asyncio.ensure_future(queue.after_completions())
+    await asyncio.sleep(0.05)
+    first.set()
+    await running[0]
+    await asyncio.sleep(0.05)
+    assert not done.is_set() and not other.done()  # ... a completion still running does
+    second.set()
+    await asyncio.wait_for(asyncio.gather(waiter, other, *running), 5)
+    assert done.is_set()

@@ -151,3 +151,16 @@ def _reverses(document: str, edits: list[Suggested], last: Edit) -> bool:
     result = apply(document, tuple(edits)).split("\n")
     restored = last.old_lines.count("\n") + 1
     return "\n".join(result[last.line : last.line + restored]) == last.old_lines
+
+
+def near(document: str, cursor: int, edits: tuple[Suggested, ...]) -> Suggested | None:
+    """The first edit an inline completion can carry: it starts at or after the cursor on the
+    cursor's line and replaces nothing past that line. Returned as the replacement from the
+    cursor on (the text between the cursor and the edit kept), so that an editor showing
+    suggestions that begin at the cursor shows it."""
+    line_end = document.find("\n", cursor)
+    line_end = len(document) if line_end < 0 else line_end
+    for edit in edits:
+        if cursor <= edit.start <= line_end and edit.end <= line_end:
+            return Suggested(cursor, edit.end, document[cursor : edit.start] + edit.text)
+    return None

@@ -23,6 +23,7 @@ from margin.core.completion.code_shape import indent_of
 from margin.core.file_block import fence
 from margin.core.settings_preread import completion_menu as completion_menu_preread
 from margin.core.vfs import Range
+from margin.lsp.handlers import next_edit as next_edit_handler
 from margin.lsp.pygls_private import has_feature
 from margin.lsp.server import MarginLanguageServer, parse_params
 
@@ -55,13 +56,20 @@ async def inline_completion(ls: MarginLanguageServer, params: Any) -> dict[str, 
     if request.context.selected_completion_info is not None:
         # The editor's completion menu has an item selected; its own suggestion comes first.
         return wire_completion.InlineCompletionListModel(items=[]).dump()
-    outcome = await _complete(ls, request.core())
-    if outcome.suggestion is None or outcome.range is None:
-        return wire_completion.InlineCompletionListModel(items=[]).dump()
-    item = wire_completion.InlineCompletionItemModel(insert_text=outcome.suggestion.text)
-    if outcome.suggestion.replaces:
-        item.range = wire.RangeModel.of(outcome.range)
-    return wire_completion.InlineCompletionListModel(items=[item]).dump()
+    core = request.core()
+    outcome = await _complete(ls, core)
+    items = []
+    if outcome.suggestion is not None and outcome.range is not None:
+        item = wire_completion.InlineCompletionItemModel(insert_text=outcome.suggestion.text)
+        if outcome.suggestion.replaces:
+            item.range = wire.RangeModel.of(outcome.range)
+        items.append(item)
+    # The next edit near the cursor comes after the completion: waited for only when there is no
+    # completion to show, so that turning next edits on never delays one.
+    near = await next_edit_handler.near_edit_item(ls, core.uri, core.version, core.position, wait=not items)
+    if near is not None:
+        items.append(near)
+    return wire_completion.InlineCompletionListModel(items=items).dump()
 
 
 def _menu_on(ls: MarginLanguageServer) -> bool:

@@ -41,8 +41,9 @@ def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentPara
         file = ls.app.files.change(doc.uri, doc.version, [convert.change(c) for c in params.content_changes])
         if _keeping_history(ls):
             ls.services.next_edit.histories.changed(doc.uri, file.text, file.version, time.monotonic())
+            ls.services.next_edit.typed(doc.uri, ls.app.settings.current.globals.next_edit_pause_ms / 1000)
         else:  # turned on again later, the history starts afresh rather than from a stale text
-            ls.services.next_edit.histories.closed(doc.uri)
+            ls.services.next_edit.closed(doc.uri)
     except SyncError as error:
         shown = logs.name(doc.uri)
         log.warning("change not applied uri=%s version=%d: %s", shown, doc.version,
@@ -51,7 +52,7 @@ def did_change(ls: MarginLanguageServer, params: types.DidChangeTextDocumentPara
 
 def did_close(ls: MarginLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.app.files.close(params.text_document.uri)
-    ls.services.next_edit.histories.closed(params.text_document.uri)
+    ls.services.next_edit.closed(params.text_document.uri)
     ls.services.retrieval.touched(params.text_document.uri)  # indexed again from disk
 
 

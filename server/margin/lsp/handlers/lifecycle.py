@@ -77,6 +77,7 @@ async def did_change_configuration(ls: MarginLanguageServer, params: types.DidCh
 
 async def shutdown(ls: MarginLanguageServer, params: None) -> None:
     ls.cancel_background_tasks()
+    ls.services.next_edit.stop()
     try:
         await ls.app.aclose()
     except asyncio.CancelledError:

@@ -1,20 +1,26 @@
 """Next-edit suggestions: `margin/nextEdit`, and the same answer as `textDocument/copilotInlineEdit`
 (the Copilot language server's shape, which Neovim's next-edit interfaces read); the edit history
-kept from the documents' changes while the `nextEdit` profile is on."""
+kept from the documents' changes while the `nextEdit` profile is on; and the next edit near the
+cursor as an inline completion item (`near_edit_item`), which editors show with no code of their
+own."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from margin import deferred
-from margin.core.vfs import Range
+from margin import deferred, logs
+from margin.core.vfs import Position, Range
 from margin.lsp.methods import COPILOT_INLINE_EDIT, NEXT_EDIT
 from margin.lsp.server import MarginLanguageServer, answering_failures, parse_params
+from margin.services.errors import RequestError
 
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
 with deferred.imports():
     from margin.core.next_edit import decide
-    from margin.lsp import wire, wire_next_edit
+    from margin.lsp import wire, wire_completion, wire_next_edit
+
+log = logging.getLogger(__name__)
 
 
 def _range(ls: MarginLanguageServer, uri: str, edit: decide.Suggested) -> wire.RangeModel:
@@ -73,6 +79,35 @@ async def copilot_inline_edit(ls: MarginLanguageServer, params: Any) -> dict[str
         text=joined.text, range=_range(ls, document.uri, joined),
         text_document=wire_next_edit.CopilotDocumentModel(uri=document.uri, version=document.version))
     return wire_next_edit.CopilotInlineEditResult(edits=[item]).dump()
+
+
+async def near_edit_item(ls: MarginLanguageServer, uri: str, version: int | None, position: Position,
+                         wait: bool) -> wire_completion.InlineCompletionItemModel | None:
+    """The next edit as an inline completion item, when it starts on the cursor's line at or
+    after the cursor and ends on that line (decide.near): the one already made for the document as
+    it is, or, with `wait`, the one asked for now (shared with the request in flight for the same
+    place). None while next-edit suggestions are off."""
+    if not ls.app.settings.current.profile("nextEdit").enabled:
+        return None
+    service = ls.services.next_edit
+    try:
+        outcome = await service.suggest(uri, position.line) if wait else service.known(uri, position.line)
+    except RequestError:
+        return None
+    except Exception:  # a bug: logged in full; the completion still answers
+        log.exception("next edit crashed uri=%s", logs.name(uri))
+        return None
+    file = ls.app.files.get(uri)
+    if outcome is None or not outcome.edits or file is None or file.fingerprint != outcome.fingerprint \
+            or (version is not None and version != file.version):
+        return None
+    encoding = ls.app.files.encoding
+    found = decide.near(file.text, file.offset_at(position, encoding), outcome.edits)
+    if found is None:
+        return None
+    return wire_completion.InlineCompletionItemModel(
+        insert_text=found.text,
+        range=wire.RangeModel.of(Range(file.position_at(found.start, encoding), file.position_at(found.end, encoding))))
 
 
 def register(server: MarginLanguageServer) -> None:

@@ -9,7 +9,7 @@ import itertools
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from margin.core.next_edit.decide import Suggested, apply, decide, window
+from margin.core.next_edit.decide import Suggested, apply, decide, near, window
 from margin.core.next_edit.history import DocumentHistory
 
 DOC = ("import math\n\ndef area(radius):\n    return math.pi * r * r\n\n"
@@ -85,3 +85,25 @@ def test_applied_the_edits_give_exactly_the_rewrite(core, rewrite_lines, data):
         assert all(e.start <= e.end for e in decision.edits)
         spans = sorted((e.start, e.end) for e in decision.edits)
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # none overlap
+
+
+def test_an_edit_on_the_cursors_line_at_or_after_it_goes_out_as_a_replacement_from_the_cursor():
+    line = DOC.index("    return math.pi")
+    at = DOC.index("r * r")
+    edits = (Suggested(at + 1, at + 5, "adius * radius"),)
+    found = near(DOC, line + 4, edits)  # the cursor before `return`
+    assert found == Suggested(line + 4, at + 5, DOC[line + 4 : at + 1] + "adius * radius")
+    assert apply(DOC, (found,)) == apply(DOC, edits)
+    assert near(DOC, at + 1, edits) == edits[0]  # the cursor right at it
+    assert near(DOC, at + 2, edits) is None  # it starts before the cursor
+    assert near(DOC, DOC.index("def area"), edits) is None  # another line
+
+
+def test_an_edit_reaching_past_the_cursors_line_is_not_near():
+    line = DOC.index("    return math.pi")
+    end = DOC.index("\n", line)
+    across = (Suggested(end - 1, end + 1, "r2\n"),)  # it replaces the line break too
+    assert near(DOC, line, across) is None
+    inserting = (Suggested(end, end, "  # area\n    assert r > 0"),)  # a new line may come: nothing past it goes
+    assert near(DOC, line, inserting) == Suggested(line, end, DOC[line:end] + inserting[0].text)
+    assert near(DOC, 0, ()) is None
