@@ -207,3 +207,56 @@ def test_the_completion_menu_item_is_accepted_in_neovim_and_written(tmp_path, fa
     assert "completion done" in server_log and "route=chat" in server_log
     assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
     assert written == b"values = [3, 1]\nbiggest = max(values)\n"
+
+
+NEXT_EDIT = Path(__file__).parent / "nvim" / "next_edit.lua"
+GEOMETRY = ("import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n"
+            "def perimeter(r):\n    return 2 * math.pi * r\n")
+RENAMED = GEOMETRY.replace("def area(r):", "def area(radius):")
+NEXT = RENAMED.replace("math.pi * r * r", "math.pi * radius * radius")
+
+
+def run_next_edit(tmp_path: Path, fake, mode: str) -> tuple[dict, Path]:
+    (tmp_path / ".git").mkdir()
+    source = tmp_path / "geometry.py"
+    source.write_text(GEOMETRY)
+    fake.script(reply(f"```python\n{NEXT.rstrip()}\n```"))
+    results = run_nvim(NEXT_EDIT, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_MODE=mode,
+                       MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+                       MARGIN_DATABASE=str(tmp_path / "t.db"), MARGIN_NEXT_EDIT_ENABLED="true",
+                       MARGIN_NEXT_EDIT_PAUSE_MS="0", MARGIN_COMPLETION_ENABLED="false")
+    assert results["typed"] == "def area(radius):"
+    assert results["lines"] == NEXT.splitlines() and source.read_text() == NEXT
+    assert results["server_fingerprint"] == disk_fingerprint(source)
+    assert results["stopped"] is True
+    assert len(fake.requests) == 1  # asked once, for the state after the user's edit
+    assert "def area(radius):" in fake.requests[0]["messages"][-1]["content"]
+    return results, source
+
+
+def test_a_far_next_edit_is_shown_jumped_to_and_accepted_by_the_repositorys_neovim_module(tmp_path, fake):
+    """editors/nvim/lua/margin/next_edit.lua, set up as a user does: after the pause it asks
+    margin/nextEdit, marks the text the edit replaces and shows the line it makes below; <Tab>
+    jumps to it, <Tab> again applies it."""
+    results, _ = run_next_edit(tmp_path, fake, "far")
+    deleted, added = sorted(results["shown"], key=lambda mark: mark["hl"] != "DiffDelete")
+    line = "    return math.pi * r * r"
+    at = line.index("r * r") + 1
+    assert (deleted["row"], deleted["col"], deleted["end_row"], deleted["end_col"], deleted["hl"]) == (
+        4, at, 4, len(line), "DiffDelete")  # `r * r` after its first `r`: the smallest edit
+    assert added["row"] == 4 and added["virt_lines"] == ["    return math.pi * radius * radius"]
+    assert results["cursor_before"][0] == 4  # where the user typed
+    assert results["cursor_after_jump"] == [5, at] and results["lines_after_jump"] == RENAMED.splitlines()
+    assert results["marks_after_accept"] == 0
+
+
+def test_a_near_next_edit_is_shown_and_accepted_by_neovims_own_inline_completion(tmp_path, fake):
+    """No code of Margin's in Neovim: `vim.lsp.inline_completion` gets the next edit on the
+    cursor's line as an inline completion item with a range, draws it over the line, and
+    accepting it applies it."""
+    results, _ = run_next_edit(tmp_path, fake, "near")
+    (mark,) = results["shown"]
+    line = "    return math.pi * r * r"
+    # Drawn over the line from where it differs (Neovim skips what the line already has).
+    assert (mark["row"], mark["col"], mark["virt_text"]) == (4, line.index("r * r") + 1, "adius * radius")
+    assert results["accepted"] is True

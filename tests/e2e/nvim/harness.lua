@@ -48,7 +48,10 @@ end
 -- Margin's shipped config, as a user has it: editors/nvim ($MARGIN_NVIM_EDITORS) on the
 -- runtimepath, so `vim.lsp.enable("margin")` finds its lsp/margin.lua, used as it is.
 function H.use_shipped_config()
-  vim.opt.runtimepath:append(assert(os.getenv("MARGIN_NVIM_EDITORS")))
+  local editors = assert(os.getenv("MARGIN_NVIM_EDITORS"))
+  if not vim.tbl_contains(vim.opt.runtimepath:get(), editors) then
+    vim.opt.runtimepath:append(editors)
+  end
 end
 
 -- Where the client's config came from, into `results`: the lsp/margin.lua files on the
