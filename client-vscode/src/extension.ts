@@ -1,5 +1,6 @@
 // Margin for VS Code: starts the Margin language server, and adds the chat panel, "Edit
-// Selection…" with a diff preview, "Remember…" and "Memories", and a status bar item. Code
+// Selection…" with a diff preview, "Remember…" and "Memories", next edits shown where they go
+// (Tab to jump, Tab to accept), and a status bar item. Code
 // actions (the lightbulb on a selection) and inline completions come through the language
 // client as the server offers them.
 
@@ -17,6 +18,7 @@ import {
 import { ChatPanel } from "./chatPanel";
 import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
+import { NextEdits } from "./nextEdit";
 import { METHODS, RecallParams } from "./pure/protocol.generated";
 import { BundledServer, ServerLaunch, serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
 import { findBundledServer } from "./bundled";
@@ -114,7 +116,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     lastEditor: () => editor,
   };
   const proposals = new ProposalView();
-  context.subscriptions.push(output, traceOutput, status, proposals,
+  const nextEdits = new NextEdits(() => margin.client);
+  context.subscriptions.push(output, traceOutput, status, proposals, nextEdits,
     vscode.window.onDidChangeActiveTextEditor((e) => { if (e && e.document.uri.scheme !== "margin-proposal") editor = e; }));
 
   const start = async (): Promise<void> => {
@@ -145,6 +148,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("margin.remember", () => remember(margin)),
     vscode.commands.registerCommand("margin.memories", () => showMemories(margin)),
     vscode.commands.registerCommand("margin.cancel", () => status.cancel()),
+    vscode.commands.registerCommand("margin.nextEdit.tab", () => nextEdits.tab()),
+    vscode.commands.registerCommand("margin.nextEdit.dismiss", () => nextEdits.dismiss()),
     vscode.commands.registerCommand("margin.showOutput", () => output.show()),
     vscode.commands.registerCommand("margin.restartServer", async () => {
       if (margin.client.isRunning()) {

@@ -235,3 +235,27 @@ def test_remember_list_and_forget_a_memory_in_real_vs_code(fake, tmp_path):
         assert db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
         assert db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()[0] == 2
     assert "never unittest" not in (tmp_path / "margin.log").read_text()
+
+
+GEOMETRY = ("import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n"
+            "def perimeter(r):\n    return 2 * math.pi * r\n")
+NEXT = GEOMETRY.replace("def area(r):", "def area(radius):").replace("math.pi * r * r", "math.pi * radius * radius")
+
+
+def test_a_next_edit_is_shown_where_it_goes_jumped_to_and_accepted_in_real_vs_code(fake, tmp_path):
+    fake.default = reply(f"```python\n{NEXT.rstrip()}\n```")
+    workspace, results = run_in_vs_code("next_edit.mjs", fake, tmp_path, GEOMETRY)
+    assert results["typedLine"] == "def area(radius):"
+    # Shown beside line 5 (the line it makes), with the text it replaces struck through.
+    assert "return math.pi * radius * radius" in results["shown"] and "Tab" in results["shown"], results
+    assert (SCREENSHOTS / "vscode-next-edit.png").stat().st_size > 10_000
+    assert results["cursorBefore"] == "Ln 4, Col 16"  # after `def area(radius`
+    at = "    return math.pi * r * r".index("r * r") + 1  # the smallest edit starts after the first `r`
+    assert results["cursorAfterJump"] == f"Ln 5, Col {at + 1}"
+    assert results["lineAfterJump"] == "    return math.pi * r * r"
+    assert results["lineAccepted"] == "    return math.pi * radius * radius"
+    assert results["shownAfterAccept"] is None
+    assert results["saved"] == (workspace / "calc.py").read_text() == NEXT
+    asked = [sent for sent in fake.requests if "def area(radius):" in sent["messages"][-1]["content"]]
+    assert asked, "the server never asked the model for the next edit"
+    assert "next edit" in (tmp_path / "margin.log").read_text()
