@@ -5,6 +5,10 @@
 // (its chat replies are the suggestions), checks the file on disk and keeps the screenshot
 // vscode-next-edit.png.
 //
+// With MARGIN_E2E_NEAR set, the cursor goes before `return` on line 5 instead and VS Code is
+// asked for an inline suggestion there (Alt+\\): the same next edit comes as plain
+// textDocument/inlineCompletion ghost text, which VS Code's own Tab accepts.
+//
 // Environment: as edit_and_chat.mjs (see runScenario in harness.mjs); calc.py holds the
 // geometry module whose line 4 is `def area(r):`.
 
@@ -48,6 +52,15 @@ async function lineText(page, index) {
   }, index);
 }
 
+/** The ghost text VS Code shows in the active editor (spaces as spaces), or "". */
+async function ghostText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
+    const parts = editor ? [...editor.querySelectorAll(".ghost-text-decoration, .ghost-text")] : [];
+    return parts.map((part) => part.textContent).join("").replace(/\u00a0/g, " ");
+  });
+}
+
 /** The cursor as the status bar shows it ("Ln 5, Col 25"). */
 async function cursorShown(page) {
   const item = page.locator(".statusbar-item").filter({ hasText: /Ln \d+, Col \d+/ }).first();
@@ -84,8 +97,27 @@ await runScenario({ settings }, async ({ page, workspace, out, results, step }) 
   await page.keyboard.press("ArrowLeft"); // after the `r` of `def area(r):`
   step("cursor placed");
 
-  await page.keyboard.type("adius");
+  await page.keyboard.type(process.env.MARGIN_E2E_TYPED ?? "adius");
   results.typedLine = await lineText(page, 3);
+  if (process.env.MARGIN_E2E_NEAR) {
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("Home"); // before `return` (after the indentation)
+    await page.keyboard.press("Alt+Backslash"); // Trigger Inline Suggestion
+    await until(page, async () => (await ghostText(page)).trim() !== "", "the ghost text", 60_000);
+    results.ghost = await ghostText(page);
+    results.lineBefore = await lineText(page, 4);
+    await screenshot(page, join(out, "vscode-next-edit-near.png"));
+    step("ghost text");
+    await page.keyboard.press("Tab");
+    await until(page, async () => (await lineText(page, 4)) !== results.lineBefore, "the ghost text to be accepted");
+    results.lineAccepted = await lineText(page, 4);
+    step("accepted");
+    await page.keyboard.press("Control+S");
+    await until(page, async () => readFileSync(path, "utf8") !== results.original, "calc.py to be saved");
+    results.saved = readFileSync(path, "utf8");
+    step("saved");
+    return;
+  }
   await until(page, async () => (await shownNextEdit(page)) !== null, "the next edit to be shown", 60_000);
   results.shown = await shownNextEdit(page);
   results.cursorBefore = await cursorShown(page);

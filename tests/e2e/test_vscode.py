@@ -259,3 +259,18 @@ def test_a_next_edit_is_shown_where_it_goes_jumped_to_and_accepted_in_real_vs_co
     asked = [sent for sent in fake.requests if "def area(radius):" in sent["messages"][-1]["content"]]
     assert asked, "the server never asked the model for the next edit"
     assert "next edit" in (tmp_path / "margin.log").read_text()
+
+
+def test_a_near_next_edit_is_ghost_text_vs_code_shows_and_accepts_by_itself(fake, tmp_path):
+    """The edit on the cursor's line comes as a plain textDocument/inlineCompletion item with a
+    range: VS Code draws it as ghost text and its own Tab accepts it. (The user adds a parameter;
+    the next edit uses it at the end of the next line.)"""
+    scaled = GEOMETRY.replace("def area(r):", "def area(r, scale):").replace("r * r\n", "r * r * scale\n")
+    fake.default = reply(f"```python\n{scaled.rstrip()}\n```")
+    workspace, results = run_in_vs_code("next_edit.mjs", fake, tmp_path, GEOMETRY, MARGIN_E2E_NEAR="1",
+                                        MARGIN_E2E_TYPED=", scale")
+    assert results["typedLine"] == "def area(r, scale):"
+    assert results["lineBefore"] == "    return math.pi * r * r"
+    assert results["ghost"] == " * scale", results["ghost"]
+    assert results["lineAccepted"] == "    return math.pi * r * r * scale"
+    assert results["saved"] == (workspace / "calc.py").read_text() == scaled
