@@ -22,6 +22,8 @@ FAST = {
     "completion": ("bench_completion.py", "--no-llama"),
     "request overhead": ("bench_request_overhead.py", "--turns", "60", "--rounds", "10"),
     "retrieval": ("bench_retrieval.py", "--files", "10000"),
+    "next edit": ("bench_next_edit.py",),
+    "next edit cost": ("bench_next_edit_cost.py", "--rounds", "2", "--keys", "24"),
 }
 
 
