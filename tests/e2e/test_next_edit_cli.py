@@ -92,3 +92,20 @@ def test_a_diff_given_and_the_profile_off(fake, tmp_path):
     wrong.write_text("@@ -4 +4 @@\n-def area(x):\n+def area(y):\n")
     bad = margin("next-edit", "geometry.py", "4", "--diff", str(wrong), env=env(fake, tmp_path), cwd=tmp_path)
     assert bad.returncode != 0 and "the diff does not end at the file as it is" in bad.stderr
+
+
+def test_a_zeta_model_gets_zetas_own_prompt_and_its_editable_region_is_read(fake, tmp_path):
+    folder = repository(tmp_path)
+    region = window_of(NEXT).replace("def area(radius):", "def area(radius):" + formats.CURSOR)
+    answer = f"```geometry.py\n{formats.START_OF_FILE}\n{formats.REGION_START}\n{region}\n\n"
+    fake.routes["/v1/completions"] = [raw(json.dumps({"choices": [{"text": answer, "finish_reason": "stop"}]}))]
+    done = margin("next-edit", "geometry.py", "4", cwd=folder, env=env(fake, tmp_path, MARGIN_NEXT_EDIT_MODEL="zeta"))
+    assert done.returncode == 0, done.stderr
+    assert "-    return math.pi * r * r\n+    return math.pi * radius * radius\n" in done.stdout
+    assert "(zeta route)" in done.stderr
+    body = next(b for p, b in fake.posts if p == "/v1/completions")
+    edit = formats.RecentEdit("geometry.py", "def area(r):", "def area(radius):", 3, "import math\n\n\n",
+                              "    return math.pi * r * r\n\n\n")
+    cursor = AFTER.index("def area(radius):") + len("def area(radius):")
+    assert body["prompt"] == formats.zeta([edit], "geometry.py", AFTER, (0, len(AFTER)), (0, len(AFTER)), cursor)
+    assert body["stop"] == [formats.REGION_END] and body["temperature"] == 0

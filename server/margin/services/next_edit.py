@@ -3,8 +3,9 @@ next in the window around the cursor — or silence.
 
 The `nextEdit` profile (off until turned on) names the model. Its route follows the model: one
 made for next edits by Sweep (a name with "sweep" in it) gets Sweep's own prompt as a raw
-completion (`/completions`, greedy, stopped at `<|file_sep|>`); any other model gets the chat
-route — the same parts in words under the `next_edit_v1` template, answering with the window
+completion (`/completions`, greedy, stopped at `<|file_sep|>`), one of Zed's Zeta models (a name
+with "zeta" in it) Zeta's (stopped at the end of the editable region); any other model gets the
+chat route — the same parts in words under the `next_edit_v1` template, answering with the window
 rewritten in a fenced block. The prompt is counted with the profile's tokenizer and cut by the
 budget (core.next_edit.prompt); the answer is made into the smallest edits or silence
 (core.next_edit.decide); and nothing is suggested for a document that changed while the model
@@ -46,7 +47,7 @@ from margin.services.profile import Profile, resolve_profile, snapshot
 log = logging.getLogger(__name__)
 
 PROFILE = "nextEdit"
-Route = Literal["sweep", "chat"]
+Route = Literal["sweep", "zeta", "chat"]
 ANSWERS_KEPT = 32
 """the model's answers kept, by prompt"""
 REPLACED = "a newer request for this document replaced it"
@@ -55,8 +56,10 @@ Key = tuple[int, str, int]
 
 
 def route_for(model: str | None) -> Route:
-    """Sweep's own format for Sweep's next-edit models; the chat route for every other model."""
-    return "sweep" if "sweep" in (model or "").lower() else "chat"
+    """Sweep's own format for Sweep's next-edit models, Zeta's for Zed's; the chat route for every
+    other model."""
+    name = (model or "").lower()
+    return "sweep" if "sweep" in name else "zeta" if "zeta" in name else "chat"
 
 
 @dataclass
@@ -216,7 +219,7 @@ class NextEditService:
                 self._answers[cache_key] = (answer, finished)
                 while len(self._answers) > ANSWERS_KEPT:
                     self._answers.popitem(last=False)
-        if answer is None:  # a chat answer with no whole fenced block: prose, or cut off
+        if answer is None:  # no whole fenced block (chat), no editable region (Zeta): prose, or cut off
             outcome.silence = "not a rewrite" if finished else "cut off"
             return outcome
         decision = decide(file.text, prompt.current, answer, edits[-1] if edits else None, finished)
@@ -249,6 +252,10 @@ class NextEditService:
             reply = await profile.provider.fill(FimRequest("raw_fim", text, "", s.max_output_tokens, s.temperature,
                                                            s.model, formats.SWEEP_STOP))
             return reply.text, reply.finish_reason != "length"
+        if route == "zeta":
+            reply = await profile.provider.fill(FimRequest("raw_fim", text, "", s.max_output_tokens, s.temperature,
+                                                           s.model, (formats.REGION_END,)))
+            return formats.zeta_rewrite(reply.text), reply.finish_reason != "length"
         chat = await profile.provider.complete(profile.request([ChatMessage("system", profile.system),
                                                                 ChatMessage("user", text)]))
         return fenced_code(chat.content), chat.finish_reason != "length"

@@ -9,7 +9,8 @@ stopped at the next `<|file_sep|>` or `</s>`. (The reference: Sweep's `run_model
 **Zeta** (zed-industries/zeta, Zed's edit prediction): an instruction, the user's edits as
 unified-diff hunks (`User edited "path":` and a ```diff block each), and the excerpt with its
 editable region marked and the cursor in it; the model answers with the editable region
-rewritten between the same markers. (The reference: Zed's zeta1 prompt, and its dataset.)
+rewritten between the same markers (`zeta_rewrite` reads it). (The reference: Zed's zeta1 prompt,
+and its dataset.)
 
 The texts here are what the model sees, byte for byte; a document or edit holding one of a
 format's special tokens would change the prompt's structure, so it is not sent (`None`).
@@ -135,3 +136,14 @@ def zeta(edits: Sequence[RecentEdit], excerpt_path: str, text: str, context: tup
     events = "\n\n".join(zeta_event(edit) for edit in edits)
     return ZETA_INSTRUCTION + events + ZETA_EXCERPT + zeta_excerpt(excerpt_path, text, context, editable, cursor) \
         + ZETA_RESPONSE
+
+
+def zeta_rewrite(answer: str) -> str | None:
+    """The editable region as a Zeta answer rewrote it — what follows the region's start marker
+    (and its line break) up to the end of the answer, which stops at the end marker — with the
+    cursor marker taken out; None when the answer holds no start marker (no rewrite)."""
+    at = answer.find(REGION_START)
+    if at < 0:
+        return None
+    region = answer[at + len(REGION_START) :].removeprefix("\n").split(REGION_END, 1)[0]
+    return region.removesuffix("\n").replace(CURSOR, "")

@@ -1,7 +1,8 @@
 """The next-edit prompt, counted exactly and cut like every prompt (SPEC B/D, M), in the model's
-format: Sweep's (`<|file_sep|>` sections, for a model made for next edits) or the chat route's
-(the same parts in words, for an instruction model, with the `nextEdit` template as its system
-prompt).
+format: Sweep's (`<|file_sep|>` sections, for Sweep's next-edit models), Zeta's (the edits as
+diff hunks and the excerpt with its editable region — the window — and the cursor marked, for
+Zed's Zeta models), or the chat route's (the same parts in words, for an instruction model, with
+the `nextEdit` template as its system prompt).
 
 What is never cut: the window around the cursor as it is now and as it was before the edits, the
 framing, and the chat route's system prompt. What is cut, in order, when it does not fit: the
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from margin.core import budget
 from margin.core.next_edit import formats
-from margin.core.next_edit.decide import Window, window
+from margin.core.next_edit.decide import WINDOW_ABOVE, WINDOW_BELOW, Window, window
 from margin.core.next_edit.history import Edit
 
 MAX_PROMPT_TOKENS = 7000
@@ -50,6 +51,9 @@ class Parts:
     recent: list[formats.RecentEdit]
     before: Window
     current: Window
+    excerpt: tuple[str, str, tuple[int, int], tuple[int, int], int] | None = None
+    """Zeta's: the path, the document, the excerpt's span, the editable span (the window) and the
+    cursor (the end of its line)"""
 
 
 def original_line(original: str, current: str, line: int) -> int:
@@ -82,9 +86,13 @@ def _fenced(text: str) -> str:
     return f"{FENCE}\n{text}\n{FENCE}"
 
 
+ZETA_CONTEXT_LINES = 10
+"""lines of the excerpt shown on each side of the editable region (the window)"""
+
+
 def parts(route: str, path: str, document: str, line: int, edits: Sequence[Edit], original: str,
           context_files: Sequence[tuple[str, str]]) -> Parts:
-    """The prompt's parts for `route` ("sweep" or "chat")."""
+    """The prompt's parts for `route` ("sweep", "zeta" or "chat")."""
     current = window(document, line)
     before = window(original, original_line(original, document, line))
     recent = [formats.RecentEdit(path, e.old_lines, e.new_lines, e.line, e.context_before, e.context_after)
@@ -95,6 +103,15 @@ def parts(route: str, path: str, document: str, line: int, edits: Sequence[Edit]
                      [_block([f"{sep}{e.path}.diff", "original:", e.original, "updated:", e.updated]) for e in recent],
                      _block([f"{sep}original/{path}", before.text, f"{sep}current/{path}", current.text])
                      + f"{sep}updated/{path}", recent, before, current)
+    if route == "zeta":  # no context files in Zeta's format
+        wider = window(document, line, WINDOW_ABOVE + ZETA_CONTEXT_LINES, WINDOW_BELOW + ZETA_CONTEXT_LINES)
+        line_start = current.start + sum(len(text) + 1 for text in current.text.split("\n")[: line - current.first_line])
+        end_of_line = document.find("\n", line_start)
+        cursor = len(document) if end_of_line < 0 else end_of_line
+        excerpt = (path, document, (wider.start, wider.end), (current.start, current.end), cursor)
+        frame = formats.ZETA_INSTRUCTION + formats.ZETA_EXCERPT \
+            + formats.zeta_excerpt(path, document, excerpt[2], excerpt[3], cursor) + formats.ZETA_RESPONSE
+        return Parts([], [formats.zeta_event(e) + "\n\n" for e in recent], frame, recent, before, current, excerpt)
     cursor_line = line - current.first_line + 1
     return Parts([f"Another file the user edited, {name}:\n{_fenced(text)}\n\n" for name, text in context_files],
                  [f"An edit the user made to {e.path}, before:\n{_fenced(e.original)}\nafter:\n{_fenced(e.updated)}\n\n"
@@ -133,7 +150,9 @@ def next_edit_prompt(route: str, found: Parts, context_files: Sequence[tuple[str
         return NextEditPrompt(None, current, plan, silence=plan.over_budget)
     files = sorted(item.payload for item in plan.section("context files").kept)
     kept = sorted(item.payload for item in plan.section("recent edits").kept)
-    if route == "sweep":
+    if route == "zeta" and found.excerpt is not None:
+        text = formats.zeta([found.recent[i] for i in kept], *found.excerpt)
+    elif route == "sweep":
         text = formats.sweep([context_files[i] for i in files], [found.recent[i] for i in kept], found.recent[0].path,
                              found.before.text, current.text)
     else:

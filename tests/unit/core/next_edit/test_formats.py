@@ -139,3 +139,13 @@ def test_a_text_holding_a_special_token_is_not_sent():
     assert formats.sweep([], [RecentEdit("b.py", "</s>", "")], "b.py", "", "") is None
     assert formats.zeta([], "a.py", "<|editable_region_end|>", (0, 0), (0, 0), 0) is None
     assert formats.sweep([], [], "b.py", "x", "y") is not None
+
+
+def test_a_zeta_answer_is_read_as_its_editable_region_without_the_cursor():
+    region = "def area(radius):\n    return math.pi * radius * radius"
+    answer = (f"```geometry.py\n{formats.START_OF_FILE}\n{formats.REGION_START}\n"
+              f"def area(radius):{formats.CURSOR}\n    return math.pi * radius * radius\n")
+    assert formats.zeta_rewrite(answer) == region  # stopped at the end marker: the marker is not in the answer
+    assert formats.zeta_rewrite(answer + f"{formats.REGION_END}\n```") == region  # or it is, and what follows goes
+    assert formats.zeta_rewrite("def area(radius):\n") is None  # no region: no rewrite
+    assert formats.zeta_rewrite(f"{formats.REGION_START}\n\n{formats.REGION_END}") == ""  # the region emptied
