@@ -133,6 +133,14 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
 }
 
 
+NEXT_EDIT_MODELS = ("sweep", "zeta")
+"""names in a model made for next edits (services.next_edit.route_for picks its prompt format)"""
+
+
+def made_for_next_edits(model: str | None) -> bool:
+    return any(name in (model or "").lower() for name in NEXT_EDIT_MODELS)
+
+
 class CodeActionPreset(BaseModel):
     """A code action offered on every non-empty selection: `Margin: <title>`."""
 
@@ -370,6 +378,9 @@ def resolve(sources: Sequence[Source]) -> Settings:
             values.update(blocks.get("defaults", {}))
         for _, blocks in parsed:
             values.update(blocks.get(name, {}))
+        if name == "nextEdit" and made_for_next_edits(values["model"]) and not any(
+                "enabled" in blocks.get(block, {}) for _, blocks in parsed for block in ("defaults", name)):
+            values["enabled"] = True  # naming a model made for next edits turns them on, unless told otherwise
         route = places.key_route(name, parsed, BUILTIN_PROFILES[name].base_url)
         profiles[name] = ProfileSettings.model_validate(values).routed(route)
     globals_ = GlobalSettings().model_dump()

@@ -187,3 +187,18 @@ def test_an_empty_object_sent_as_an_empty_list_is_an_empty_object(values):
 def test_a_list_with_items_is_still_not_an_object(values):
     with pytest.raises(SettingsError, match="must be an object"):
         resolve([Source("workspace settings", values)])
+
+
+@pytest.mark.parametrize("stated, enabled", [
+    ({"nextEdit": {"model": "sweep-next-edit-1.5b"}}, True),  # a model made for next edits turns them on
+    ({"nextEdit": {"model": "zeta-7b-q4"}}, True),
+    ({"nextEdit": {"model": "sweep-next-edit-1.5b", "enabled": False}}, False),  # unless told otherwise
+    ({"defaults": {"enabled": False}, "nextEdit": {"model": "sweep-next-edit-1.5b"}}, False),
+    ({"nextEdit": {"model": "gemma-3-270m"}}, False),  # any other model: off until turned on
+    ({"defaults": {"model": "sweep-next-edit-1.5b"}}, True),
+    ({}, False),
+])
+def test_next_edits_are_on_when_their_profile_names_a_model_made_for_them(stated, enabled):
+    settings = resolve([Source("settings file", stated)])
+    assert settings.profile("nextEdit").enabled is enabled
+    assert settings.profile("completion").enabled is ("enabled" not in stated.get("defaults", {}))  # the others as before
