@@ -83,6 +83,10 @@ def _quoted(path: str) -> str:
 
 
 def _range(start: int, length: int) -> str:
+    """A hunk header's range as the `similar` crate writes it (Zed's diffs): the first line (from 1)
+    alone for one line; else with its length, an empty range naming the line before it."""
+    if length == 1:
+        return str(start + 1)
     return f"{start + 1 if length else start},{length}"
 
 

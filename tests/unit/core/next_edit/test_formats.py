@@ -128,8 +128,8 @@ def test_zeta_prompt_is_the_instruction_the_events_and_the_excerpt():
         "### Instruction:\nYou are a code completion assistant and your task is to analyze user edits and then "
         "rewrite an excerpt that the user provides, suggesting the appropriate edits within the excerpt, taking "
         "into account the cursor location.\n\n### User Edits:\n\n"
-        'User edited "a.py":\n```diff\n@@ -1,1 +1,1 @@\n-x = 1\n+x = 2\n\n```\n\n'
-        'User edited "a.py":\n```diff\n@@ -1,1 +1,1 @@\n-x = 1\n+x = 2\n\n```'
+        'User edited "a.py":\n```diff\n@@ -1 +1 @@\n-x = 1\n+x = 2\n\n```\n\n'
+        'User edited "a.py":\n```diff\n@@ -1 +1 @@\n-x = 1\n+x = 2\n\n```'
         "\n\n### User Excerpt:\n\n```proj/a.py\n<|start_of_file|>\n<|editable_region_start|>\nx = 2"
         "<|user_cursor_is_here|>\n<|editable_region_end|>\n\n```\n\n### Response:\n")
 
@@ -149,3 +149,14 @@ def test_a_zeta_answer_is_read_as_its_editable_region_without_the_cursor():
     assert formats.zeta_rewrite(answer + f"{formats.REGION_END}\n```") == region  # or it is, and what follows goes
     assert formats.zeta_rewrite("def area(radius):\n") is None  # no region: no rewrite
     assert formats.zeta_rewrite(f"{formats.REGION_START}\n\n{formats.REGION_END}") == ""  # the region emptied
+
+
+def test_zeta_hunk_headers_write_ranges_as_the_similar_crate_does():
+    """Zed's diffs come from the `similar` crate (udiff.rs, UnifiedDiffHunkRange): one line is its
+    number alone, an empty range names the line before it, any other length is written out."""
+    one = RecentEdit("a.py", "x = 1", "x = 2", line=4)
+    assert formats.zeta_hunk(one).startswith("@@ -5 +5 @@\n")
+    added = RecentEdit("a.py", "a\nb", "a\nb\nc", line=0)
+    assert formats.zeta_hunk(added) == "@@ -1,2 +1,3 @@\n a\n b\n+c\n"
+    removed = RecentEdit("a.py", "a\nb", "a", line=0)
+    assert formats.zeta_hunk(removed) == "@@ -1,2 +1 @@\n a\n-b\n"
