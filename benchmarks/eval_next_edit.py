@@ -44,6 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
@@ -52,6 +53,9 @@ from margin.core.next_edit.decide import Decision, Window, apply, decide
 from margin.core.next_edit.history import DocumentHistory
 from margin.core.next_edit.prompt import sweep_prompt
 from margin.core.tokens.local import tiktoken_counter
+
+if TYPE_CHECKING:
+    from margin.services.next_edit import NextEditOutcome
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "httpx.bundle"
 NOISE_DISTANCE = 30
@@ -152,7 +156,7 @@ def answer(oracle: str, case: Case, current: Window) -> str:
     return rewrite
 
 
-async def ask_model(cases: list[Case], endpoint: str, model: str | None) -> list[tuple[Case, object, float]]:
+async def ask_model(cases: list[Case], endpoint: str, model: str | None) -> list[tuple[Case, NextEditOutcome, float]]:
     """Each case through NextEditService on the endpoint: (case, outcome, seconds)."""
     from margin.core.next_edit.history import EditHistories
     from margin.services.next_edit import NextEditService
@@ -182,14 +186,12 @@ async def ask_model(cases: list[Case], endpoint: str, model: str | None) -> list
     return answered
 
 
-def model_row(answered: list[tuple[Case, object, float]]) -> str:
+def model_row(answered: list[tuple[Case, NextEditOutcome, float]]) -> str:
     exact = near = silent = noise = reversals = shown_any = 0
     reasons: dict[str, int] = {}
     tokens, seconds = [], []
     for case, outcome, took in answered:
-        edits = getattr(outcome, "edits", ())
-        silence = getattr(outcome, "silence", None)
-        report = getattr(outcome, "budget", None)
+        edits, silence, report = outcome.edits, outcome.silence, outcome.budget
         if report is not None and report.total:
             tokens.append(report.total)
         seconds.append(took)
@@ -207,7 +209,7 @@ def model_row(answered: list[tuple[Case, object, float]]) -> str:
             near += abs(document.count("\n", 0, edits[0].start) - case.next_line) <= 3
         reversals += shown is not None and shown == case.steps[-2]
     positives = len(answered) - noise
-    route = getattr(answered[0][1], "route", "?") if answered else "?"
+    route = (answered[0][1].route or "?") if answered else "?"
     why = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
     return (f"| model ({route} route) | {len(answered)} | {shown_any} shown | {exact}/{positives} | {near}/{positives} | "
             f"{silent}/{noise} | {reversals} | - | {statistics.median(tokens) if tokens else 0:.0f} | "

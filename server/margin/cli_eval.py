@@ -159,14 +159,8 @@ async def _completion(args: argparse.Namespace) -> int:
                 completion_eval.append_result(args.results, row)
         new = {(row.set, row.task_id): row for row in await run.run(remaining, _progress(10), checked)}
     rows = [done.get((name, problem.task_id)) or new[name, problem.task_id] for name, problem in chosen]
-    print(completion_eval.report(rows, run.endpoint, args.seed, {name: len(p) for name, p in sets.items()}))
-    if args.results:
-        print(f"every answer: {args.results}", file=sys.stderr)
-    if completion_eval.margin_worse(rows):
-        print("margin: Margin passed fewer problems than the direct call (its target: at least as many)",
-              file=sys.stderr)
-        return 1
-    return 0
+    return _verdict(completion_eval.report(rows, run.endpoint, args.seed, {name: len(p) for name, p in sets.items()}),
+                    args.results, completion_eval.margin_worse(rows), "problems")
 
 
 async def _edits(args: argparse.Namespace) -> int:
@@ -189,12 +183,20 @@ async def _edits(args: argparse.Namespace) -> int:
         print(f"{len(chosen)} exercises · {run.endpoint.base_url} · Margin's edit-ops, then the direct call",
               file=sys.stderr)
         rows = await run.run(chosen, _progress(5))
-    print(edits_eval.report(rows, run.endpoint, args.seed, len(exercises), args.tries))
     if args.results:
         edits_eval.write_results(args.results, rows)
-        print(f"every answer: {args.results}", file=sys.stderr)
-    if edits_eval.margin_worse(rows):
-        print("margin: Margin passed fewer exercises than the direct call (its target: at least as many)",
+    return _verdict(edits_eval.report(rows, run.endpoint, args.seed, len(exercises), args.tries), args.results,
+                    edits_eval.margin_worse(rows), "exercises")
+
+
+def _verdict(report: str, results: Path | None, worse: bool, what: str) -> int:
+    """The report printed, where every answer went, and the exit status: 1 when Margin passed
+    fewer `what` than the direct call."""
+    print(report)
+    if results:
+        print(f"every answer: {results}", file=sys.stderr)
+    if worse:
+        print(f"margin: Margin passed fewer {what} than the direct call (its target: at least as many)",
               file=sys.stderr)
         return 1
     return 0

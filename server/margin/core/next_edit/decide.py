@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from margin.core.next_edit.history import Edit
+from margin.core.next_edit.spans import changed_span
 
 WINDOW_ABOVE = 10
 WINDOW_BELOW = 10
@@ -71,15 +72,10 @@ class Decision:
 
 def _narrow(old: str, new: str, at: int) -> Suggested | None:
     """The replacement of `old` (at offset `at`) by `new`, less their common prefix and suffix."""
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
-    if prefix == len(old) == len(new):
+    if old == new:
         return None
-    return Suggested(at + prefix, at + len(old) - suffix, new[prefix : len(new) - suffix])
+    start, old_end, new_end = changed_span(old, new)
+    return Suggested(at + start, at + old_end, new[start:new_end])
 
 
 def _line_offsets(lines: list[str], start: int) -> list[int]:

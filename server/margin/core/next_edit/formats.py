@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from margin.core.next_edit.spans import common_ends
+
 FILE_SEP = "<|file_sep|>"
 SWEEP_STOP = (FILE_SEP, "</s>")
 SWEEP_SPECIAL = (FILE_SEP, "</s>", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -100,12 +102,7 @@ def zeta_hunk(edit: RecentEdit) -> str:
     side, each line ending with a line break; no file header lines): the lines it touched, less
     those the same before and after, removed and added where the edit made them."""
     old, new = edit.original.split("\n"), edit.updated.split("\n")
-    same = 0
-    while same < min(len(old), len(new)) and old[same] == new[same]:
-        same += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - same and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
+    same, tail = common_ends(old, new)
     removed, added = old[same : len(old) - tail], new[same : len(new) - tail]
     above = (_lines(edit.context_before) + old[:same])[-3:]
     below = (old[len(old) - tail :] + _lines(edit.context_after))[:3]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from margin.core.next_edit.spans import changed_span
+
 CONTEXT_LINES = 3
 """unchanged lines kept on each side of an edit (for diff-style prompts)"""
 
@@ -40,35 +42,6 @@ class Edit:
 
     def undoes(self, other: Edit) -> bool:
         return self.start == other.start and self.old == other.new and self.new == other.old
-
-
-def _common_prefix(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:  # the longest n with a[:n] == b[:n], by halving (each comparison runs in C)
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    low, high = 0, limit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def changed_span(before: str, after: str) -> tuple[int, int, int]:
-    """(start, end in `before`, end in `after`) of the one span that differs."""
-    prefix = _common_prefix(before, after)
-    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
-    return prefix, len(before) - suffix, len(after) - suffix
 
 
 def _line_start(text: str, offset: int) -> int:

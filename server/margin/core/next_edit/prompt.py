@@ -24,6 +24,7 @@ from margin.core import budget
 from margin.core.next_edit import formats
 from margin.core.next_edit.decide import WINDOW_ABOVE, WINDOW_BELOW, Window, window
 from margin.core.next_edit.history import Edit
+from margin.core.next_edit.spans import common_ends
 
 MAX_PROMPT_TOKENS = 7000
 FENCE = "```"
@@ -61,12 +62,7 @@ def original_line(original: str, current: str, line: int) -> int:
     line above the first change, shifted by the lines added or removed below the last one, and
     in proportion in between."""
     old, new = original.split("\n"), current.split("\n")
-    first = 0
-    while first < min(len(old), len(new)) and old[first] == new[first]:
-        first += 1
-    same = 0
-    while same < min(len(old), len(new)) - first and old[-1 - same] == new[-1 - same]:
-        same += 1
+    first, same = common_ends(old, new)
     old_end, new_end = len(old) - same, len(new) - same
     if line < first:
         mapped = line

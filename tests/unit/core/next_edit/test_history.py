@@ -8,7 +8,8 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from margin.core.next_edit.history import DocumentHistory, EditHistories, changed_span
+from margin.core.next_edit.history import DocumentHistory, EditHistories
+from margin.core.next_edit.spans import changed_span
 
 TEXT = "import math\n\ndef area(r):\n    return math.pi * r * r\n\ndef perimeter(r):\n    return 2 * math.pi * r\n"
 
