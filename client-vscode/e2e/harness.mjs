@@ -468,6 +468,39 @@ export async function openFile(page, relativePath, { timeoutMs = 20_000 } = {}) 
   );
 }
 
+/** The text of the ghost text VS Code shows in the active editor (spaces as spaces), or "". */
+export async function ghostText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
+    const parts = editor ? [...editor.querySelectorAll(".ghost-text-decoration, .ghost-text")] : [];
+    return parts.map((part) => part.textContent).join("").replace(/\u00a0/g, " ");
+  });
+}
+
+/** Line `index` (from 0) of the active editor as shown, with the ghost text in it or, with
+ * `withGhost` false, without: the document's text. */
+export async function lineText(page, index, withGhost = true) {
+  return page.evaluate(({ index, withGhost }) => {
+    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
+    const lines = [...editor.querySelectorAll(".view-lines .view-line")]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+    const line = lines[index]?.cloneNode(true);
+    if (!line) return null;
+    if (!withGhost) for (const part of line.querySelectorAll(".ghost-text-decoration, .ghost-text")) part.remove();
+    return line.textContent.replace(/\u00a0/g, " ");
+  }, { index, withGhost });
+}
+
+/** Waits until `condition()` (async) is true, checking every 100 ms, for at most `timeoutMs`. */
+export async function until(page, condition, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(100);
+  }
+}
+
 /** The text editor of the active editor group. */
 function activeEditor(page) {
   return page.locator('.editor-group-container.active .editor-container .monaco-editor').first();

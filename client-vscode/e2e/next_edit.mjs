@@ -14,7 +14,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { openFile, runScenario, screenshot } from "./harness.mjs";
+import { ghostText, lineText, openFile, runScenario, screenshot, until } from "./harness.mjs";
 
 const MARK = "Tab ⇥ ";
 
@@ -39,41 +39,10 @@ async function shownNextEdit(page) {
   }, MARK);
 }
 
-/** Line `index` (from 0) of the active editor as shown, without ghost text. */
-async function lineText(page, index) {
-  return page.evaluate((index) => {
-    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
-    const lines = [...editor.querySelectorAll(".view-lines .view-line")]
-      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
-    const line = lines[index]?.cloneNode(true);
-    if (!line) return null;
-    for (const part of line.querySelectorAll(".ghost-text-decoration, .ghost-text")) part.remove();
-    return line.textContent.replace(/\u00a0/g, " ");
-  }, index);
-}
-
-/** The ghost text VS Code shows in the active editor (spaces as spaces), or "". */
-async function ghostText(page) {
-  return page.evaluate(() => {
-    const editor = document.querySelector(".editor-group-container.active .editor-container .monaco-editor");
-    const parts = editor ? [...editor.querySelectorAll(".ghost-text-decoration, .ghost-text")] : [];
-    return parts.map((part) => part.textContent).join("").replace(/\u00a0/g, " ");
-  });
-}
-
 /** The cursor as the status bar shows it ("Ln 5, Col 25"). */
 async function cursorShown(page) {
   const item = page.locator(".statusbar-item").filter({ hasText: /Ln \d+, Col \d+/ }).first();
   return (await item.textContent())?.match(/Ln \d+, Col \d+/)?.[0] ?? null;
-}
-
-async function until(page, condition, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await condition()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await page.waitForTimeout(100);
-  }
 }
 
 const settings = {
@@ -97,20 +66,23 @@ await runScenario({ settings }, async ({ page, workspace, out, results, step }) 
   await page.keyboard.press("ArrowLeft"); // after the `r` of `def area(r):`
   step("cursor placed");
 
-  await page.keyboard.type(process.env.MARGIN_E2E_TYPED ?? "adius");
-  results.typedLine = await lineText(page, 3);
+  const typed = process.env.MARGIN_E2E_TYPED ?? "adius";
+  await page.keyboard.type(typed);
+  // Read once the editor shows every typed key (it draws them a frame or more later).
+  await until(page, async () => (await lineText(page, 3, false))?.includes(`${typed}):`), "the typed text");
+  results.typedLine = await lineText(page, 3, false);
   if (process.env.MARGIN_E2E_NEAR) {
     await page.keyboard.press("ArrowDown");
     await page.keyboard.press("Home"); // before `return` (after the indentation)
     await page.keyboard.press("Alt+Backslash"); // Trigger Inline Suggestion
     await until(page, async () => (await ghostText(page)).trim() !== "", "the ghost text", 60_000);
     results.ghost = await ghostText(page);
-    results.lineBefore = await lineText(page, 4);
+    results.lineBefore = await lineText(page, 4, false);
     await screenshot(page, join(out, "vscode-next-edit-near.png"));
     step("ghost text");
     await page.keyboard.press("Tab");
-    await until(page, async () => (await lineText(page, 4)) !== results.lineBefore, "the ghost text to be accepted");
-    results.lineAccepted = await lineText(page, 4);
+    await until(page, async () => (await lineText(page, 4, false)) !== results.lineBefore, "the ghost text to be accepted");
+    results.lineAccepted = await lineText(page, 4, false);
     step("accepted");
     await page.keyboard.press("Control+S");
     await until(page, async () => readFileSync(path, "utf8") !== results.original, "calc.py to be saved");
@@ -127,12 +99,12 @@ await runScenario({ settings }, async ({ page, workspace, out, results, step }) 
   await page.keyboard.press("Tab");
   await until(page, async () => (await cursorShown(page)) !== results.cursorBefore, "the jump");
   results.cursorAfterJump = await cursorShown(page);
-  results.lineAfterJump = await lineText(page, 4);
+  results.lineAfterJump = await lineText(page, 4, false);
   step("jumped");
 
   await page.keyboard.press("Tab");
-  await until(page, async () => (await lineText(page, 4)) !== results.lineAfterJump, "the edit to be accepted");
-  results.lineAccepted = await lineText(page, 4);
+  await until(page, async () => (await lineText(page, 4, false)) !== results.lineAfterJump, "the edit to be accepted");
+  results.lineAccepted = await lineText(page, 4, false);
   results.shownAfterAccept = await shownNextEdit(page);
   step("accepted");
 

@@ -100,6 +100,17 @@ function H.record_server_copy(bufnr, client)
   H.results.changedtick = vim.b[bufnr].changedtick
 end
 
+-- The end of a script that edited the buffer: every `method` request answered, the server's copy
+-- recorded, the buffer written and its lines recorded, the client stopped; then H.finish.
+function H.write_and_finish(bufnr, client, method)
+  H.wait_answered(client, method)
+  H.record_server_copy(bufnr, client)
+  vim.cmd.write()
+  H.results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  H.results.stopped = H.stop(client)
+  H.finish()
+end
+
 -- Stops the client and waits for it; whether it stopped.
 function H.stop(client)
   client:stop()

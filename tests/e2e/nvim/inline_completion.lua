@@ -6,7 +6,7 @@
 -- MARGIN_NVIM_LINE (1-based line to append at), MARGIN_NVIM_OUT (JSON results).
 
 local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
-local results, step, finish = H.results, H.step, H.finish
+local results, step = H.results, H.step
 results.requests = {}
 
 -- Whatever goes wrong (insert mode never entered, say), Neovim does not hang.
@@ -27,13 +27,8 @@ local function after_insert_mode()
   local completor = require("vim.lsp._capability").all.inline_completion.active[bufnr]
   local timer = completor and completor.timer
   results.request_scheduled = timer ~= nil and not timer:is_closing() and timer:is_active()
-  -- Every inlineCompletion request Neovim sent has been answered.
-  H.wait_answered(client, "textDocument/inlineCompletion")
-  H.record_server_copy(bufnr, client)
-  vim.cmd.write()
-  results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
-  results.stopped = H.stop(client)
-  finish()
+  -- Every inlineCompletion request Neovim sent has been answered (and the buffer written).
+  H.write_and_finish(bufnr, client, "textDocument/inlineCompletion")
 end
 
 -- In insert mode (scheduled from InsertEnter): wait for the suggestion, accept it, leave.

@@ -10,7 +10,7 @@
 -- MARGIN_NVIM_OUT (JSON results).
 
 local H = dofile(vim.fs.dirname(debug.getinfo(1, "S").source:sub(2)) .. "/harness.lua")
-local results, step, finish = H.results, H.step, H.finish
+local results, step = H.results, H.step
 local mode = assert(os.getenv("MARGIN_NVIM_MODE"))
 
 H.watchdog(100000)
@@ -33,12 +33,7 @@ local function marks(ns)
 end
 
 local function done()
-  H.wait_answered(client, "textDocument/inlineCompletion")
-  H.record_server_copy(bufnr, client)
-  vim.cmd.write()
-  results.lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
-  results.stopped = H.stop(client)
-  finish()
+  H.write_and_finish(bufnr, client, "textDocument/inlineCompletion")
 end
 
 local function far()
