@@ -38,6 +38,12 @@ DATA_HOME = Path(tempfile.mkdtemp(prefix="margin-test-data-"))
 the probe findings beside it are never the developer's own"""
 atexit.register(shutil.rmtree, DATA_HOME, ignore_errors=True)
 LLAMA_CONTEXT = 4096
+LLAMA_THREADS = max(1, (os.cpu_count() or 2) - 1)
+"""llama-server's threads in the tests: one core fewer than the machine has, so that Margin, pytest and
+whatever else the machine runs keep a core. llama.cpp's own default (every core, its threads
+spinning at each step's barrier until all arrive) is slightly faster on an idle machine and
+collapses on a busy one: with a busy loop on the other of two cores, six chat requests that took
+16 s took 599 s at the default and 27 s on one thread (docs/testing.md)."""
 
 
 def free_port() -> int:
@@ -90,8 +96,8 @@ class LlamaServer:
 
 @contextlib.contextmanager
 def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iterator[LlamaServer]:
-    """The real llama.cpp server with Gemma 3 270M at a 4096-token context, on a free loopback
-    port, until the block ends; `extra_args` go to llama-server itself (e.g. a chat template).
+    """The real llama.cpp server with Gemma 3 270M at a 4096-token context on LLAMA_THREADS threads,
+    on a free loopback port, until the block ends; `extra_args` go to llama-server itself (e.g. a chat template).
     scripts/install-model-server.sh installs it (a no-op when already installed); without it,
     RuntimeError says what to run. The server is stopped when the block ends, however it ends,
     and dies with the process that started it (tests/llama_processes.py)."""
@@ -104,7 +110,8 @@ def running_llama_server(log_path: Path, extra_args: Sequence[str] = ()) -> Iter
     with open(log_path, "wb") as log:
         process = llama_processes.start(
             [str(llama_processes.binary(home)), "--model", str(home / "gemma-3-270m-q4_k_m.gguf"),
-             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT), *extra_args], log)
+             "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(LLAMA_CONTEXT),
+             "--threads", str(LLAMA_THREADS), "--threads-batch", str(LLAMA_THREADS), *extra_args], log)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     try:

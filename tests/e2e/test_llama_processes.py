@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, running_llama_server
+from tests.conftest import LLAMA_THREADS, REPO, running_llama_server
 from tests.llama_processes import NAME, RUN, leftover_llama_servers
 
 
@@ -62,6 +62,26 @@ def test_the_check_finds_this_runs_llama_servers_and_no_other_process(tmp_path):
     assert ours.pid not in {leftover.pid for leftover in leftover_llama_servers(os.environ[RUN])}
 
 
+def test_the_end_of_a_ci_run_fails_while_a_llama_server_is_left_and_kills_it(tmp_path):
+    """scripts/no-llama-server-left.sh, which .ci/run calls last: here limited to a stand-in of
+    this test's own, so that the run's shared server is left alone."""
+    check = [str(REPO / "scripts" / "no-llama-server-left.sh"), f"MARGIN_LEFT_BY={tmp_path.name}"]
+    stand_in = tmp_path / "llama-server"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", stand_in)
+    left = subprocess.Popen([str(stand_in), "600"], env={**os.environ, "MARGIN_LEFT_BY": tmp_path.name})
+    try:
+        until_named(left.pid)
+        found = subprocess.run(check, capture_output=True, text=True, timeout=60)
+        assert found.returncode == 1, found.stderr
+        assert f"a llama-server outlived the run (killed now): pid {left.pid}: {stand_in} 600" in found.stderr
+        assert left.wait(timeout=30) == -signal.SIGKILL
+        clean = subprocess.run(check, capture_output=True, text=True, timeout=60)
+        assert clean.returncode == 0 and clean.stderr == ""
+    finally:
+        left.kill()
+        left.wait()
+    assert "bash scripts/no-llama-server-left.sh || status=1" in (REPO / ".ci" / "run").read_text().splitlines()
+
 @pytest.mark.llama
 def test_a_server_generating_for_a_connected_client_is_stopped_when_its_block_ends(tmp_path):
     generating = threading.Event()
@@ -83,6 +103,11 @@ def test_a_server_generating_for_a_connected_client_is_stopped_when_its_block_en
         threading.Thread(target=endless, args=(server.base_url,), daemon=True).start()
         assert generating.wait(300), "the server never began to answer"
         pid = server.pid
+        # It shares the machine: a core is left to Margin and the rest (conftest.LLAMA_THREADS).
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        for flag in ("--threads", "--threads-batch"):
+            assert command[command.index(flag) + 1] == str(LLAMA_THREADS), command
+        assert LLAMA_THREADS == max(1, (os.cpu_count() or 2) - 1)
     assert not running(pid)  # gone when the block ended, though its client was still reading
     assert done.wait(60)
 

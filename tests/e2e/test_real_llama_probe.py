@@ -9,17 +9,19 @@ import sys
 
 import pytest
 
-from tests.conftest import clean_env, running_llama_server
+from tests.conftest import clean_env
 
 
 @pytest.mark.llama
 @pytest.mark.timeout(900)
-def test_the_probe_tries_each_route_and_capability_on_the_real_model(tmp_path):
-    with running_llama_server(tmp_path / "llama.log") as server:
-        done = subprocess.run([sys.executable, "-m", "margin.cli", "doctor", "--probe", "--json"],
-                              capture_output=True, text=True, timeout=600,
-                              env=clean_env(MARGIN_DEFAULTS_BASE_URL=server.base_url, MARGIN_DOCTOR_PORTS="9",
-                                            MARGIN_DEFAULTS_TIMEOUT_S="120", XDG_CONFIG_HOME="/nonexistent"))
+def test_the_probe_tries_each_route_and_capability_on_the_real_model(llama_server, tmp_path):
+    # The findings it keeps go to a data folder of its own: the other tests on the shared server
+    # take the routes Margin picks without a probe.
+    done = subprocess.run([sys.executable, "-m", "margin.cli", "doctor", "--probe", "--json"],
+                          capture_output=True, text=True, timeout=600,
+                          env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, MARGIN_DOCTOR_PORTS="9",
+                                        MARGIN_DEFAULTS_TIMEOUT_S="120", XDG_CONFIG_HOME="/nonexistent",
+                                        XDG_DATA_HOME=str(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
     (found,) = json.loads(done.stdout)["probes"]
     print(json.dumps(found, indent=1))  # what the model did, and how long each check took
