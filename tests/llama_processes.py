@@ -91,7 +91,13 @@ class Leftover:
 
 def leftover_llama_servers(run: str) -> list[Leftover]:
     """The llama-server processes still running whose environment names the test run `run`."""
-    marker = f"{RUN}={run}".encode()
+    return llama_servers(f"{RUN}={run}")
+
+
+def llama_servers(marker_text: str | None = None) -> list[Leftover]:
+    """The llama-server processes running, those with `marker_text` (NAME=VALUE) in their
+    environment when it is given."""
+    marker = None if marker_text is None else marker_text.encode()
     found: list[Leftover] = []
     if not Path("/proc").is_dir():  # not Linux: nothing to look at
         return found
@@ -105,7 +111,7 @@ def leftover_llama_servers(run: str) -> list[Leftover]:
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:  # gone meanwhile, or another user's
             continue
-        if marker in environ:
+        if marker is None or marker in environ:
             env = _environ(environ)
             found.append(Leftover(int(proc.name), command, env.get("PYTEST_CURRENT_TEST", "?")))
     return found
@@ -119,3 +125,18 @@ def kill(leftovers: Sequence[Leftover]) -> None:
     for leftover in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(leftover.pid, signal.SIGKILL)
+
+
+def main(argv: Sequence[str]) -> int:
+    """scripts/no-llama-server-left.sh: each llama-server running (with NAME=VALUE in its
+    environment, when given) named and killed; exit 1 when there was one."""
+    left = llama_servers(argv[0] if argv else None)
+    for leftover in left:
+        print(f"a llama-server outlived the run (killed now): pid {leftover.pid}: {leftover.command[:300]}",
+              file=sys.stderr)
+    kill(left)
+    return 1 if left else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
