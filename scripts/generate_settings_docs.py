@@ -29,13 +29,18 @@ from pydantic import BaseModel
 
 import generate_vscode_settings
 import generated_files
-from margin.core.settings import BUILTIN_PROFILES, PROFILES, USER_ONLY, GlobalSettings, ProfileSettings
+from margin.core.settings import BUILTIN_PROFILES, PROFILES, GlobalSettings, ProfileSettings
 
 DOC = REPO / "docs" / "settings.md"
 COMMAND = ".venv/bin/python scripts/generate_settings_docs.py"
 CAPABILITIES = generate_vscode_settings.CAPABILITIES
-USER_ONLY_NOTE = ("Margin takes such a setting only from `initializationOptions`, the settings file or the environment, never "
-                  "from workspace settings ([why](configuration.md#where-prompts-and-keys-go)).")
+RULE_NOTES = {
+    "never": "*user only.*",
+    "off": "*A workspace may only turn it off.*",
+    "on": "*A workspace may only turn it on.*",
+    "lower": "*A workspace may only lower it.*",
+}
+"""How each setting's rule (margin.core.settings_fields.WorkspaceRule) opens its description."""
 
 HEADER = f"""# Settings reference
 
@@ -43,14 +48,17 @@ HEADER = f"""# Settings reference
 edit; run `{COMMAND}`. -->
 
 Every setting Margin reads, generated from the server's settings model. Where settings come
-from, which source wins and which settings a workspace may not set are explained in
+from, which source wins and what a workspace may set are explained in
 [Configuration](configuration.md). The keys are as they appear in `initializationOptions`,
 Margin's settings file and the `margin` section of workspace settings (VS Code: `margin.` before
 the key, e.g. `margin.chat.model`); each can also be set by the environment variable beside it.
 
 A profile's field set in the `defaults` block applies to every profile that does not set it
-itself. *user only* marks a setting that decides where prompts, keys or Margin's files go.
-{USER_ONLY_NOTE}
+itself. Workspace settings (which editors fill from a project's own files) may only narrow what
+Margin does, and each description starts with what they may do: *user only* marks a setting
+Margin takes only from `initializationOptions`, the settings file or the environment, never
+from workspace settings; the others a workspace may only turn off, turn on, or lower
+([why](configuration.md#what-a-workspace-may-set)).
 
 """
 
@@ -111,9 +119,7 @@ def _cell(text: str) -> str:
 
 def _described(schema: dict[str, Any], capability: str) -> str:
     text = schema["description"].replace("{capability}", capability)
-    if schema.get("scope") == USER_ONLY["scope"]:
-        text = f"*user only.* {text}"
-    return text
+    return f"{RULE_NOTES[schema['workspace']]} {text}"
 
 
 def _table(rows: list[tuple[str, ...]]) -> str:

@@ -41,8 +41,8 @@ from margin.core.settings import (
     USER_VISIBLE_PROFILES,
     GlobalSettings,
     ProfileSettings,
-    user_only_fields,
 )
+from margin.core.settings_fields import user_only_fields
 
 PACKAGE_JSON = REPO / "client-vscode" / "package.json"
 FIELDS_TS = REPO / "client-vscode" / "src" / "pure" / "settingsFields.generated.ts"
@@ -71,6 +71,15 @@ UNTRUSTED_DESCRIPTION = (
     "user settings; the folder's own settings cannot choose the server program, its arguments, a "
     "model server's URL, an API key's variable, the thread database or the prompts folder.")
 """What the extension does in an untrusted folder (VS Code shows it in the Restricted Mode view)."""
+
+WORKSPACE_NOTES = {
+    "never": "",  # VS Code shows the machine scope itself
+    "off": "A folder's settings may only turn this off.",
+    "on": "A folder's settings may only turn this on.",
+    "lower": "A folder's settings may only lower this.",
+}
+"""What each setting's rule (margin.core.settings_fields.WorkspaceRule) lets a folder do, ending
+its description."""
 
 FIRST_ORDER = 10  # the extension's own settings take orders 0-9
 GLOBALS_ORDER = 90
@@ -167,8 +176,9 @@ def _described(key: str, text: str, defaults: dict[str, Any]) -> str:
 def _entry(schema: dict[str, Any], defs: dict[str, Any], text: str, order: int) -> dict[str, Any]:
     entry = _nullable(schema, defs)
     entry["default"] = None  # the extension sends only what the user set; the server defaults
-    if schema.get("scope"):  # USER_ONLY: never from a workspace's settings
+    if schema.get("scope"):  # user only: never from a workspace's settings
         entry["scope"] = schema["scope"]
+    text = f"{text} {WORKSPACE_NOTES[schema['workspace']]}".rstrip()
     markdown = "`" in text or "**" in text
     entry["markdownDescription" if markdown else "description"] = text
     entry["order"] = order

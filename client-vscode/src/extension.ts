@@ -20,7 +20,7 @@ import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
 import { NextEdits } from "./nextEdit";
 import { METHODS, RecallParams } from "./pure/protocol.generated";
-import { BundledServer, ServerLaunch, serverLaunch, serverSettings, userOnlyKeys } from "./pure/settings";
+import { BundledServer, Lookup, ServerLaunch, folderLevel, serverLaunch, serverSettings, userLevel } from "./pure/settings";
 import { findBundledServer } from "./bundled";
 import { request } from "./requests";
 import { StatusBar } from "./statusBar";
@@ -36,6 +36,16 @@ export interface Margin {
 function config(): (key: string) => unknown {
   const section = vscode.workspace.getConfiguration("margin");
   return (key) => section.get(key);
+}
+
+/** The user's own settings the running server was started with (JSON). */
+let startedWith = "";
+
+/** The server's settings at one level of VS Code's settings: the user's own, or the folder's. */
+function level(which: "user" | "folder"): Lookup {
+  const section = vscode.workspace.getConfiguration("margin");
+  const inspect = (key: string) => section.inspect(key);
+  return which === "user" ? userLevel(inspect) : folderLevel(inspect);
 }
 
 function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOutputChannel,
@@ -55,7 +65,7 @@ function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOu
     outputChannel: output,
     traceOutputChannel: traceOutput,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
-    initializationOptions: serverSettings(config()),
+    initializationOptions: JSON.parse(startedWith = JSON.stringify(serverSettings(level("user")))),
     middleware: {
       // Margin gives an inline completion a range only when it replaces text after the cursor;
       // without one it goes at the cursor. VS Code would instead replace from the start of the
@@ -71,7 +81,7 @@ function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOu
       workspace: {
         // The server pulls section "margin": answer with the server's part only.
         configuration: (params, token, next) =>
-          params.items.map((item) => (item.section === "margin" ? serverSettings(config(), "workspace") : null)),
+          params.items.map((item) => (item.section === "margin" ? serverSettings(level("folder"), "workspace") : null)),
       },
     },
     errorHandler: {
@@ -174,15 +184,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         if (choice === "Restart") await restart();
         return;
       }
-      if (userOnlyKeys().some((key) => event.affectsConfiguration(`margin.${key}`))) {
-        // Where prompts and keys go reaches the server at start only (initializationOptions).
-        output.info("A model server, API key, database or prompts setting changed: restarting the Margin server.");
+      const mine = JSON.stringify(serverSettings(level("user")));
+      if (mine !== startedWith) {
+        // The user's own settings reach the server at start only (initializationOptions).
+        output.info("Your Margin settings changed: restarting the Margin server.");
         await restart();
         return;
       }
       if (margin.client.isRunning()) {
         await margin.client.sendNotification("workspace/didChangeConfiguration",
-          { settings: { margin: serverSettings(config(), "workspace") } });
+          { settings: { margin: serverSettings(level("folder"), "workspace") } });
         await status.refresh(margin.client);
       }
     }),

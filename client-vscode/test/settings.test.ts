@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, pythonCandidates, serverLaunch, serverSettings, userOnlyKeys,
+  BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, folderLevel, pythonCandidates, serverLaunch, serverSettings,
+  userLevel, userOnlyKeys,
 } from "../src/pure/settings";
 
 const packageJson = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -38,7 +39,7 @@ test("where prompts and keys go is sent at start only, never as workspace settin
     "chat.model": "gpt-5", "database": "/home/me/threads.db", "promptsDir": "/home/me/prompts",
     "confirmEdits": true,
   });
-  assert.deepEqual(serverSettings(values, "workspace"), { chat: { model: "gpt-5" }, confirmEdits: true });
+  assert.deepEqual(serverSettings(values, "workspace"), { confirmEdits: true });
   assert.deepEqual(serverSettings(values, "start"), {
     defaults: { baseUrl: "https://api.openai.com/v1" },
     chat: { apiKeyEnv: "OPENAI_API_KEY", model: "gpt-5" },
@@ -46,10 +47,25 @@ test("where prompts and keys go is sent at start only, never as workspace settin
   });
 });
 
+test("the server starts with the user's own settings and hears only the folder's own as workspace settings", () => {
+  // `.vscode/settings.json` asks for a bigger reply and a model; the user set a smaller reply.
+  const levels: Record<string, { globalValue?: unknown; workspaceValue?: unknown }> = {
+    "chat.maxOutputTokens": { globalValue: 512, workspaceValue: 100000 },
+    "completion.model": { workspaceValue: "o1-pro" },
+    "retrieval": { workspaceValue: false },
+    "chat.model": { globalValue: "gpt-5" },
+  };
+  const inspect = (key: string) => levels[key];
+  assert.deepEqual(serverSettings(userLevel(inspect)), { chat: { model: "gpt-5", maxOutputTokens: 512 } });
+  // The folder's model is never sent; its reply limit is, and the server takes it only if lower.
+  assert.deepEqual(serverSettings(folderLevel(inspect), "workspace"), { chat: { maxOutputTokens: 100000 }, retrieval: false });
+});
+
 test("the settings sent at start only are exactly the ones no workspace can set", () => {
   const machine = Object.keys(contributed).filter((k) => contributed[k].scope === "machine")
     .filter((k) => !k.startsWith("margin.server."));
-  assert.deepEqual(userOnlyKeys().map((k) => `margin.${k}`).sort(), machine.sort());
+  // (VS Code offers no `defaults.enabled` or `defaults.template`: scripts/generate_vscode_settings.py)
+  assert.deepEqual(userOnlyKeys().map((k) => `margin.${k}`).filter((k) => k in contributed).sort(), machine.sort());
   assert.ok(userOnlyKeys().includes("chat.baseUrl") && userOnlyKeys().includes("defaults.apiKeyEnv"));
   const restricted: string[] = packageJson.capabilities.untrustedWorkspaces.restrictedConfigurations;
   for (const key of [...machine, "margin.server.command", "margin.server.pythonPath", "margin.server.args"]) {

@@ -55,6 +55,20 @@ def _client() -> LanguageClient:
 
     client.protocol.fm.features[types.PROGRESS] = progress
 
+    # Capabilities the server registers and unregisters, from the first (at `initialized`) on.
+    client.registrations = []
+    client.unregistrations = []
+    for method in (types.CLIENT_REGISTER_CAPABILITY, types.CLIENT_UNREGISTER_CAPABILITY):
+        client.protocol.fm.features.pop(method, None)
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: types.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)
+
+    @client.feature(types.CLIENT_UNREGISTER_CAPABILITY)
+    def unregister_capability(params: types.UnregistrationParams) -> None:
+        client.unregistrations.extend(params.unregisterations)
+
     # workspace/applyEdit, which pytest-lsp's client does not answer by default: record the
     # edit, then apply it ("apply"), refuse it ("reject") or never answer ("hang").
     client.applied_edits = []

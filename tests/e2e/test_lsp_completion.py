@@ -200,22 +200,23 @@ async def test_a_menu_item_with_spaces_and_lines_is_a_snippet_where_the_client_t
 
 
 async def test_the_completion_menu_is_registered_when_turned_on_later(fake, tmp_path):
+    """Turned on in Margin's settings file, which `initialize` does not pre-read: registered once
+    the settings are read; a workspace's settings may turn it off (never on: the settings walk in
+    tests/unit/core/test_settings.py)."""
     capabilities = types.ClientCapabilities(
         workspace=types.WorkspaceClientCapabilities(configuration=True),
         text_document=types.TextDocumentClientCapabilities(
             completion=types.CompletionClientCapabilities(dynamic_registration=True)))
-    async with start(fake, tmp_path, capabilities) as client:
-        registrations: list[Any] = []
-        client.protocol.fm.features.pop(types.CLIENT_REGISTER_CAPABILITY, None)
-
-        @client.feature(types.CLIENT_REGISTER_CAPABILITY)
-        def registered(params: types.RegistrationParams) -> None:
-            registrations.extend(params.registrations)
-
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text('{"completionMenu": true}')
+    async with start(fake, tmp_path, capabilities, MARGIN_SETTINGS=str(settings_file)) as client:
+        await until(lambda: client.registrations)
         client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"margin": {"completionMenu": True}}))
-        await until(lambda: registrations)
-    assert [(r.id, r.method) for r in registrations] == [("margin.completionMenu", "textDocument/completion")]
+            types.DidChangeConfigurationParams(settings={"margin": {"completionMenu": False}}))
+        await until(lambda: client.unregistrations)
+    menu = ("margin.completionMenu", "textDocument/completion")
+    assert [(r.id, r.method) for r in client.registrations] == [menu]
+    assert [(u.id, u.method) for u in client.unregistrations] == [menu]
 
 
 async def test_an_invalid_completion_menu_is_not_advertised_and_is_told_at_initialized(fake, tmp_path):

@@ -63,3 +63,23 @@ def test_each_environment_variable_shown_sets_its_field():
         variable = env_name(None, name)
         assert f"`{variable}`" in DOC
         assert info.alias in environment_source({variable: "x"}).values, variable
+
+
+def test_the_security_pages_table_of_who_may_set_what_is_the_settings_models():
+    """docs/security.md lists every setting under the rule the settings model gives it."""
+    import re
+
+    from pydantic.alias_generators import to_camel
+
+    from margin.core.settings import GLOBAL_RULES, PROFILE_RULES
+
+    text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    rows = {"user only": "never", "off": "off", "on": "on", "lower": "lower"}
+    listed: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in rows:
+            for name in re.findall(r"`([A-Za-z]+)`", cells[1]):
+                listed[name] = rows[cells[0]]
+    model = {to_camel(n): r for n, r in {**PROFILE_RULES, **GLOBAL_RULES}.items()}
+    assert listed == model

@@ -72,10 +72,20 @@ def test_server_settings_default_to_unset_and_say_what_unset_means():
 
 def test_no_workspace_can_say_where_prompts_and_keys_go_or_which_program_runs():
     """A repository's .vscode/settings.json cannot set them (VS Code's `machine` scope), and an
-    untrusted folder's values are ignored for them (restrictedConfigurations)."""
+    untrusted folder's values are ignored for them (restrictedConfigurations): every setting the
+    settings model marks as only the user's, and the program that runs the server."""
+    from pydantic.alias_generators import to_camel
+
+    from margin.core.settings import GlobalSettings, ProfileSettings
+    from margin.core.settings_fields import user_only_fields
+
     keys = contributed()
-    user_only = [f"margin.{block}.{name}" for block in generator().blocks() for name in ("baseUrl", "apiKeyEnv")]
-    user_only += ["margin.database", "margin.promptsDir"]
+    mine = [to_camel(name) for name in user_only_fields(ProfileSettings)]
+    assert {"baseUrl", "apiKeyEnv", "model"} <= set(mine)
+    user_only = [f"margin.{block}.{name}" for block in generator().blocks() for name in generator().block_fields(block)
+                 if name in mine]
+    user_only += [f"margin.{to_camel(name)}" for name in user_only_fields(GlobalSettings)]
+    assert {"margin.database", "margin.promptsDir", "margin.codeActions", "margin.instructionFiles"} <= set(user_only)
     launch = ["margin.server.command", "margin.server.pythonPath", "margin.server.args"]
     machine = sorted(k for k, v in keys.items() if v.get("scope") == "machine")
     assert machine == sorted(user_only + launch)
@@ -83,5 +93,9 @@ def test_no_workspace_can_say_where_prompts_and_keys_go_or_which_program_runs():
     untrusted = package["capabilities"]["untrustedWorkspaces"]
     assert untrusted["supported"] == "limited" and "Restricted Mode" in untrusted["description"]
     assert sorted(untrusted["restrictedConfigurations"]) == machine
-    # Everything else may differ per workspace: VS Code's default scope.
-    assert all("scope" not in v for k, v in keys.items() if k not in machine)
+    # Everything else a folder may only narrow, and its description says how.
+    server_keys = [k for k in keys if not k.startswith(("margin.server.", "margin.trace."))]
+    for key in (k for k in server_keys if k not in machine):
+        assert "scope" not in keys[key], key
+        text = keys[key].get("markdownDescription") or keys[key]["description"]
+        assert "A folder's settings may only " in text, key

@@ -5,11 +5,13 @@
 // The blocks and fields are generated from the server's settings model, as are the settings
 // package.json contributes: scripts/generate_vscode_settings.py.
 
-// Where prompts, API keys and Margin's files go (every baseUrl and apiKeyEnv, database,
-// promptsDir) is the user's alone to say: VS Code reads those settings from user (or remote)
-// settings only (their `machine` scope), the extension sends them at start only, in
-// initializationOptions, and restarts the server when one changes. The server never takes them
-// from workspace settings, whoever sends those (docs/security.md).
+// A folder's settings may only narrow what Margin does (docs/security.md). The extension sends the
+// user's own settings (user or remote settings: `inspect().globalValue`) at start, in
+// initializationOptions, and restarts the server when one of them changes; as workspace settings
+// it sends only what the folder itself sets, which the server takes only where it narrows (turns
+// a feature off, lowers a limit, asks for confirmation). The settings only the user may set
+// (where prompts, keys and Margin's files go, the model, what is sent in the user's name) have
+// VS Code's `machine` scope and are never sent as workspace settings.
 
 import {
   BLOCKS,
@@ -34,6 +36,24 @@ export function userOnlyKeys(): string[] {
     ...BLOCKS.flatMap((block) => USER_ONLY_PROFILE_FIELDS.map((field) => `${block}.${field}`)),
     ...USER_ONLY_GLOBAL_FIELDS,
   ];
+}
+
+/** A setting as one level of VS Code's settings holds it (`inspect()`), or undefined. */
+export interface Inspected {
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+/** The user's own value of each setting (user or remote settings), never a folder's: what the
+ * server is started with. */
+export function userLevel(inspect: (key: string) => Inspected | undefined): Lookup {
+  return (key) => inspect(key)?.globalValue;
+}
+
+/** What the open folder (or workspace file) itself sets: what the server may only narrow by. */
+export function folderLevel(inspect: (key: string) => Inspected | undefined): Lookup {
+  return (key) => inspect(key)?.workspaceFolderValue ?? inspect(key)?.workspaceValue;
 }
 
 /** The server's settings the user has set. `at` says where they go: `start`

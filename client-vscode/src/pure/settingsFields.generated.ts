@@ -55,11 +55,19 @@ export const GLOBAL_FIELDS = [
 /** Profile fields only the user's own settings may set (USER_ONLY): sent at start only. */
 export const USER_ONLY_PROFILE_FIELDS = [
   "baseUrl",
+  "model",
   "apiKeyEnv",
+  "temperature",
+  "tokenizer",
+  "template",
 ] as const;
 
 /** Settings of no profile only the user's own settings may set (USER_ONLY): sent at start only. */
 export const USER_ONLY_GLOBAL_FIELDS = [
   "database",
+  "threadTtlDays",
   "promptsDir",
+  "codeActions",
+  "nextEditPauseMs",
+  "instructionFiles",
 ] as const;

@@ -1,17 +1,18 @@
 """Settings: four capability profiles resolved from layered sources, validated once.
 
-Sources, later overriding earlier: built-in defaults, the `defaults` block (inherited by every
-profile), the user settings file, `initializationOptions`, workspace settings
-(`workspace/didChangeConfiguration` or `workspace/configuration`, section `margin`), and
+The user's own sources, later overriding earlier: built-in defaults, the `defaults` block
+(inherited by every profile), the user settings file, `initializationOptions` and
 `MARGIN_<PROFILE>_<FIELD>` environment variables. A value set for a profile in any source beats a
 value from any `defaults` block; among `defaults` blocks, and among profile blocks, the later
 source wins. A source that holds an invalid value is rejected whole, with problems that name the
 field and the source, and the caller keeps the last good settings.
 
-The settings that decide where prompts, keys and Margin's files go (USER_ONLY: every `baseUrl`
-and `apiKeyEnv`, `database`, `promptsDir`) are never taken from workspace settings, which
-editors fill from a project's own files (`.vscode/settings.json`, eglot's `.dir-locals.el`,
-neoconf's `.neoconf.json`); a value left out is named in `Settings.notices`. Each profile
+Workspace settings come last and may only narrow what the others set, each setting by the rule
+it is marked with (margin.core.settings_fields.WorkspaceRule): editors fill them from a project's
+own files (`.vscode/settings.json`, `.code-workspace`, eglot's `.dir-locals.el`, neoconf's
+`.neoconf.json`). They may turn a feature off, lower a limit, ask for confirmation; they never
+say where prompts, keys and Margin's files go, which model a key pays for, what Margin sends in
+the user's name or how it counts. A value not taken is named in `Settings.notices`. Each profile
 carries where its `apiKeyEnv` and `baseUrl` were set (`ProfileSettings.key_route`), for the rule
 in margin.core.api_keys.
 """
@@ -30,13 +31,17 @@ from pydantic.alias_generators import to_camel
 from margin.core import settings_places as places
 from margin.core.api_keys import KeyRoute
 from margin.core.settings_fields import (
+    LOWER,
     MODEL_CONFIG,
+    TURN_OFF,
+    TURN_ON,
     USER_ONLY,
     BaseUrl,
     ContextWindow,
     OptionalName,
     Tokenizer,
-    user_only_fields,
+    WorkspaceRule,
+    workspace_rule,
 )
 
 PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps", "nextEdit")
@@ -54,34 +59,35 @@ class ProfileSettings(BaseModel):
     # Each description names the capability as `{capability}`, filled in per profile where the
     # description is shown. A field whose default is unset (None) says what unset means, as a
     # last sentence `Unset: ...`; the others leave that to whoever shows the profile's default.
-    enabled: Annotated[bool, Field(description="Turn {capability} on or off.")]
+    enabled: Annotated[bool, Field(json_schema_extra=TURN_OFF, description="Turn {capability} on or off.")]
     base_url: Annotated[BaseUrl, Field(json_schema_extra=USER_ONLY, description=(
         "OpenAI-compatible base URL for {capability}, including the API prefix "
         "(`http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`)."))]
-    model: Annotated[OptionalName, Field(description=(
+    model: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "Model name for {capability}. Unset: the model server chooses."))]
     api_key_env: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "Name of the environment variable holding the API key for {capability} "
         "(e.g. `OPENAI_API_KEY`). The key itself never goes in settings, and is sent only to the "
         "base URL set in the same place as this. Unset: no key."))]
-    context_window: Annotated[ContextWindow, Field(description=(
+    context_window: Annotated[ContextWindow, Field(json_schema_extra=LOWER, description=(
         "Context window in tokens for {capability}, or `auto`: read from the model server "
         "(llama.cpp, vLLM), else the known window of the model, else 4096."))]
-    max_output_tokens: Annotated[int, Field(ge=1, description=(
+    max_output_tokens: Annotated[int, Field(json_schema_extra=LOWER, ge=1, description=(
         "Tokens reserved for the reply in {capability}."))]
-    temperature: Annotated[float, Field(ge=0, le=2, description=(
+    temperature: Annotated[float, Field(json_schema_extra=USER_ONLY, ge=0, le=2, description=(
         "Sampling temperature for {capability}."))]
-    timeout_s: Annotated[float, Field(gt=0, le=3600, description=(
+    timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=(
         "Timeout in seconds for {capability}: a plain reply must arrive within it; a streamed "
         "reply must start within it and never stall longer between chunks."))]
-    tokenizer: Annotated[Tokenizer, Field(description=(
+    tokenizer: Annotated[Tokenizer, Field(json_schema_extra=USER_ONLY, description=(
         "How tokens are counted for {capability}: `auto`, `tiktoken[:ENCODING]`, "
         "`tekken[:FILE]`, `llama.cpp`, `vllm` or `heuristic`."))]
-    template: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description=(
+    template: Annotated[str, Field(json_schema_extra=USER_ONLY, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description=(
         "Prompt template id for {capability}: `<id>.md` in the prompts folder, else a shipped "
         "template."))]
 
     _key_route: KeyRoute | None = PrivateAttr(default=None)
+    _window_cap: int | None = PrivateAttr(default=None)
 
     @property
     def key_route(self) -> KeyRoute | None:
@@ -93,6 +99,18 @@ class ProfileSettings(BaseModel):
         """This profile, knowing where its `apiKeyEnv` and `baseUrl` were set."""
         copy = self.model_copy()
         copy._key_route = route
+        return copy
+
+    @property
+    def window_cap(self) -> int | None:
+        """The most tokens of window workspace settings allow while `contextWindow` is `auto`: the
+        window read from the server (or the model's known one) is lowered to it, never raised."""
+        return self._window_cap
+
+    def capped(self, window: int | None) -> ProfileSettings:
+        """This profile with its `auto` window capped at `window` (None: no cap)."""
+        copy = self.model_copy()
+        copy._window_cap = window
         return copy
 
 
@@ -196,43 +214,43 @@ class GlobalSettings(BaseModel):
     database: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "The SQLite file holding chat threads. Unset: threads.db in Margin's user data "
         "folder."))] = None
-    thread_ttl_days: Annotated[int, Field(ge=1, le=36500, description=(
+    thread_ttl_days: Annotated[int, Field(json_schema_extra=USER_ONLY, ge=1, le=36500, description=(
         "Remove threads with no activity for this many days."))] = 30
     prompts_dir: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
         "A folder of prompt templates searched before the shipped ones. Unset: only the "
         "shipped ones."))] = None
-    confirm_edits: Annotated[bool, Field(description=(
+    confirm_edits: Annotated[bool, Field(json_schema_extra=TURN_ON, description=(
         "Ask before applying Margin's edits: they are marked as needing confirmation, for "
         "editors that support it."))] = False
-    apply_edit_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
+    apply_edit_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=(
         "Seconds to wait for the editor to answer `workspace/applyEdit`."))] = 30.0
-    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text), Field(description=(
+    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text), Field(json_schema_extra=USER_ONLY, description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS
-    completion_menu: Annotated[bool, Field(description=(
+    completion_menu: Annotated[bool, Field(json_schema_extra=TURN_OFF, description=(
         "Also offer the inline suggestion as an item of the completion menu "
         "(`textDocument/completion`), for editors without inline completion: Helix, coc.nvim, "
         "vim-lsp, Neovim before 0.12. Editors with inline completion do not need it."))] = False
-    next_edit_pause_ms: Annotated[int, Field(ge=0, le=10_000, description=(
+    next_edit_pause_ms: Annotated[int, Field(json_schema_extra=USER_ONLY, ge=0, le=10_000, description=(
         "While next-edit suggestions are on: after a pause this long in typing, Margin asks for "
         "the next edit at the last change, so that it is ready when the editor asks. 0: only "
         "when the editor asks."))] = 400
-    instruction_files: Annotated[tuple[str, ...], BeforeValidator(_json_names), Field(description=(
+    instruction_files: Annotated[tuple[str, ...], BeforeValidator(_json_names), Field(json_schema_extra=USER_ONLY, description=(
         "Project instruction files shown to chat and edit-ops, nearest the active file last. A "
         "name without a slash is looked for in every folder from the workspace folder down to "
         "the active file's; a path with a slash only under the workspace folder. Files outside "
         "the workspace (or symlinks leaving it) are never read."))] = DEFAULT_INSTRUCTION_FILES
-    instructions_max_tokens: Annotated[int, Field(ge=0, le=100_000, description=(
+    instructions_max_tokens: Annotated[int, Field(json_schema_extra=LOWER, ge=0, le=100_000, description=(
         "The cap on the instruction files' tokens. Over it, the files farthest from the active "
         "file are cut first, and the budget report names what was cut."))] = 2000
-    retrieval: Annotated[bool, Field(description=(
+    retrieval: Annotated[bool, Field(json_schema_extra=TURN_OFF, description=(
         "Add snippets of workspace files relevant to each chat and edit-ops message (a local "
         "index of the workspace: no embeddings, nothing leaves the machine but the "
         "snippets sent)."))] = True
-    memory_share: Annotated[float, Field(ge=0, le=0.9, description=(
+    memory_share: Annotated[float, Field(json_schema_extra=LOWER, ge=0, le=0.9, description=(
         "The share of the room the required parts leave that retrieved snippets may fill (more "
         "when the rest of the prompt leaves room unused)."))] = 0.3
-    show_requests: Annotated[bool, Field(description=(
+    show_requests: Annotated[bool, Field(json_schema_extra=TURN_OFF, description=(
         "Show every request Margin sends to a model, exactly as sent (messages, limits, "
         "schema), in the editor's log (VS Code's **Margin** output) or on the terminal's "
         "stderr. Margin's own log never holds them."))] = False
@@ -254,8 +272,8 @@ class Settings(BaseModel):
     profiles: dict[str, ProfileSettings]
     globals: GlobalSettings = GlobalSettings()
     notices: tuple[str, ...] = ()
-    """USER_ONLY values workspace settings held that were left out (and differ from the values
-    in force), each a sentence for the user"""
+    """values workspace settings held that were not taken (they would have widened what Margin
+    does, or set what only the user may), each a sentence for the user"""
 
     def profile(self, name: str) -> ProfileSettings:
         return self.profiles[name]
@@ -277,8 +295,8 @@ class Source:
     """the `margin` section as the client sent it: checked to be an object when it is read"""
     labels: Mapping[str, str] = field(default_factory=dict)
     workspace: bool = False
-    """workspace settings: what editors send here may come from a project's own files, so its
-    USER_ONLY values are left out"""
+    """workspace settings: what editors send here may come from a project's own files, so it may
+    only narrow what the other sources set (margin.core.settings_fields.WorkspaceRule)"""
 
 
 @dataclass(frozen=True)
@@ -355,39 +373,59 @@ def _parse_source(source: Source) -> tuple[dict[str, dict[str, Any]], list[Probl
     return blocks, problems
 
 
+PROFILE_RULES: dict[str, WorkspaceRule] = {name: workspace_rule(ProfileSettings, name) for name in ProfileSettings.model_fields}
+GLOBAL_RULES: dict[str, WorkspaceRule] = {name: workspace_rule(GlobalSettings, name) for name in GlobalSettings.model_fields}
+"""What workspace settings may do with each setting (python names), read from the models' marks:
+a setting without one stops Margin at import."""
+
+
 def resolve(sources: Sequence[Source]) -> Settings:
-    """Built-in defaults overlaid with `sources` (earliest first). Raises SettingsError naming
-    every invalid field, with its source."""
-    parsed: list[tuple[str, places.Blocks]] = []
+    """Built-in defaults overlaid with the user's own `sources` (earliest first), then narrowed
+    by the workspace sources, each setting by its rule (PROFILE_RULES, GLOBAL_RULES). Raises
+    SettingsError naming every invalid field, with its source."""
+    user: list[tuple[str, places.Blocks]] = []
+    workspace: list[tuple[str, places.Blocks]] = []
     problems: list[Problem] = []
-    left_out: list[tuple[str, places.LeftOut]] = []
-    user_only = (user_only_fields(ProfileSettings), user_only_fields(GlobalSettings))
     for source in sources:
         blocks, found = _parse_source(source)
-        if source.workspace:
-            left_out.append((source.name, places.leave_out(blocks, *user_only)))
-        parsed.append((source.name, blocks))
+        (workspace if source.workspace else user).append((source.name, blocks))
         problems.extend(found)
     if problems:
         raise SettingsError(problems)
 
+    refused: list[places.Refused] = []
     profiles = {}
     for name in PROFILES:
         values = BUILTIN_PROFILES[name].model_dump()
-        for _, blocks in parsed:
+        for _, blocks in user:
             values.update(blocks.get("defaults", {}))
-        for _, blocks in parsed:
+        for _, blocks in user:
             values.update(blocks.get(name, {}))
         if name == "nextEdit" and made_for_next_edits(values["model"]) and not any(
-                "enabled" in blocks.get(block, {}) for _, blocks in parsed for block in ("defaults", name)):
+                "enabled" in blocks.get(block, {}) for _, blocks in user for block in ("defaults", name)):
             values["enabled"] = True  # naming a model made for next edits turns them on, unless told otherwise
-        route = places.key_route(name, parsed, BUILTIN_PROFILES[name].base_url)
-        profiles[name] = ProfileSettings.model_validate(values).routed(route)
+        cap = None
+        for place, blocks in workspace:
+            for block in ("defaults", name):
+                for field_name, wanted in blocks.get(block, {}).items():
+                    if field_name == "context_window" and values[field_name] == "auto" and isinstance(wanted, int):
+                        cap = wanted if cap is None else min(cap, wanted)  # the window read later is capped
+                        continue
+                    values[field_name], taken = places.narrowed(values[field_name], wanted, PROFILE_RULES[field_name])
+                    if not taken:
+                        refused.append(places.Refused(place, block, field_name, wanted))
+        route = places.key_route(name, user, BUILTIN_PROFILES[name].base_url)
+        profiles[name] = ProfileSettings.model_validate(values).routed(route).capped(cap)
     globals_ = GlobalSettings().model_dump()
-    for _, blocks in parsed:
+    for _, blocks in user:
         globals_.update(blocks.get("globals", {}))
+    for place, blocks in workspace:
+        for field_name, wanted in blocks.get("globals", {}).items():
+            globals_[field_name], taken = places.narrowed(globals_[field_name], wanted, GLOBAL_RULES[field_name])
+            if not taken:
+                refused.append(places.Refused(place, "globals", field_name, wanted))
     return Settings(profiles=profiles, globals=GlobalSettings.model_validate(globals_),
-                    notices=places.notices(left_out, parsed))
+                    notices=places.notices(refused, user))
 
 
 BUILTIN = resolve([])

@@ -1,6 +1,6 @@
 """The kinds of value a setting takes, checked as pydantic checks them (a base URL, a tokenizer
 name, a context window, an optional name), the configuration every settings model shares, and
-USER_ONLY, the mark on settings that only the user's own places may set."""
+the mark every setting carries of what workspace settings may do with it (`from_workspace`)."""
 
 from __future__ import annotations
 
@@ -55,17 +55,51 @@ ContextWindow = Annotated[
 ]
 OptionalName = Annotated[str | None, BeforeValidator(_blank_is_unset)]
 
-USER_ONLY: dict[str, Any] = {"scope": "machine"}
-"""Marks a setting that decides where prompts, API keys or Margin's own files go. Margin takes it
-only from places no repository's files can write — the environment, the user settings file, the
-editor's start-up options (`initializationOptions`) — never from workspace settings; in VS Code
-it has the `machine` scope (user or remote settings only, never a workspace's) and is listed in
-`restrictedConfigurations` (scripts/generate_vscode_settings.py reads this mark)."""
+WorkspaceRule = Literal["never", "off", "on", "lower"]
+"""What workspace settings may do with a setting. Editors fill workspace settings from a project's
+own files (`.vscode/settings.json`, `.code-workspace`, eglot's `.dir-locals.el`, neoconf's
+`.neoconf.json`), so whoever wrote the repository writes them, and they may only narrow what
+Margin does:
+
+- `never`: only the user's own places set it (the environment, the user settings file, the
+  editor's start-up options): where prompts, keys and Margin's files go, which model a key pays
+  for, what Margin sends in the user's name, how it counts;
+- `off`: a workspace may turn it off, never on;
+- `on`: a workspace may turn it on, never off (asking for more confirmation);
+- `lower`: a workspace may lower the limit, never raise it (a window it lowers while the user's
+  is `auto` caps the window read from the server)."""
+
+WORKSPACE_RULES: tuple[str, ...] = ("never", "off", "on", "lower")
+
+
+def from_workspace(rule: WorkspaceRule) -> dict[str, Any]:
+    """The mark every setting carries (its `json_schema_extra`): what workspace settings may do with
+    it. A `never` setting also gets VS Code's `machine` scope (user or remote settings only, never a
+    workspace's) and is listed in `restrictedConfigurations` (scripts/generate_vscode_settings.py
+    reads this mark)."""
+    return {"workspace": rule, "scope": "machine"} if rule == "never" else {"workspace": rule}
+
+
+USER_ONLY = from_workspace("never")
+TURN_OFF = from_workspace("off")
+TURN_ON = from_workspace("on")
+LOWER = from_workspace("lower")
+
+
+def workspace_rule(model: type[BaseModel], name: str) -> WorkspaceRule:
+    """What workspace settings may do with `model`'s field `name` (a python name). Every field
+    carries a rule: one without is a mistake, found when the model is first used."""
+    extra = model.model_fields[name].json_schema_extra
+    rule = extra.get("workspace") if isinstance(extra, dict) else None
+    if rule not in WORKSPACE_RULES:
+        raise TypeError(f"{model.__name__}.{name} says nothing of what workspace settings may do with it: "
+                        "give it json_schema_extra=from_workspace(...) (margin.core.settings_fields)")
+    return rule  # type: ignore[return-value]
 
 
 def user_only_fields(model: type[BaseModel]) -> tuple[str, ...]:
-    """The python names (`base_url`) of `model`'s fields marked USER_ONLY."""
-    return tuple(name for name, info in model.model_fields.items() if info.json_schema_extra == USER_ONLY)
+    """The python names (`base_url`) of `model`'s fields only the user's own places may set."""
+    return tuple(name for name in model.model_fields if workspace_rule(model, name) == "never")
 
 
 MODEL_CONFIG = ConfigDict(

@@ -340,12 +340,12 @@ class MarginLanguageServer(LanguageServer):
                     hook()
 
     def tell_new_notices(self) -> None:
-        """Say which workspace settings were left out (margin.core.settings.USER_ONLY), once
-        for each new combination."""
+        """Say which workspace settings were not taken (they may only narrow what Margin does:
+        margin.core.settings_fields.WorkspaceRule), once for each new combination."""
         for notice in self.app.settings.current.notices:
             if notice not in self._told_notices:
                 self._told_notices.add(notice)
-                log.warning("workspace settings left out: they may not say where prompts and keys go")
+                log.warning("workspace settings not taken: they may only narrow what Margin does")
                 self.tell_user(notice, types.MessageType.Warning)
 
     def report_settings_problems(self, problems: list[Problem], *, kept: bool) -> None:

@@ -124,7 +124,11 @@ class Backends:
     @staticmethod
     def context_window(profile: ProfileSettings, info: BackendInfo | None) -> tuple[int, str]:
         detected, source = info.window_for(profile.model) if info else (None, None)
-        return resolve_context_window(profile.context_window, detected, source, profile.model)
+        window, found = resolve_context_window(profile.context_window, detected, source, profile.model)
+        cap = profile.window_cap
+        if cap is not None and cap < window:
+            return cap, f"{found}, lowered to {cap} by workspace settings"
+        return window, found
 
     async def aclose(self) -> None:
         for task in (entry[1] for entry in self._probes.values()):

@@ -129,5 +129,5 @@ def test_workspace_settings_name_no_key_and_choose_no_base_url():
                        workspace=True)
     settings = resolve([workspace, env])
     chat = settings.profile("chat")
-    assert (chat.base_url, chat.api_key_env, chat.model) == ("https://api.openai.com/v1", "OPENAI_API_KEY", "m")
+    assert (chat.base_url, chat.api_key_env, chat.model) == ("https://api.openai.com/v1", "OPENAI_API_KEY", None)
     assert key_of([workspace, env]).send

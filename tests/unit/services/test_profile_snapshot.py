@@ -26,8 +26,8 @@ CHANGED = {"maxOutputTokens": 64, "model": "other", "temperature": 0.5, "context
 
 
 def change_settings(services, profile: str) -> None:
-    """What a `workspace/didChangeConfiguration` does: a new workspace layer."""
-    problems = services.app.settings.update("workspace", Source("workspace settings", {profile: CHANGED}))
+    """A settings change: a new layer of the user's own settings (a workspace's may only narrow)."""
+    problems = services.app.settings.update("init", Source("initializationOptions", {profile: CHANGED}))
     assert problems == []
 
 
@@ -74,7 +74,7 @@ CASES = [
 async def test_a_settings_change_while_the_profile_resolves_does_not_split_the_request(
         setup, profile, run, reply):
     services, provider = setup
-    assert services.app.settings.update("workspace", Source("workspace settings", {profile: {"model": "first"}})) == []
+    assert services.app.settings.update("file", Source("settings file", {profile: {"model": "first"}})) == []
     entered = services.app.settings.current.profile(profile)
     provider.on_probe = lambda: change_settings(services, profile) if provider.probes == 1 else None
     provider.script(answer(reply), answer(reply))
