@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from margin import __version__, cli_eval, cli_memories, cli_next_edit, logs
+from margin import __version__, cli_eval, cli_memories, cli_next_edit, logs, terminal_text
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
@@ -368,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    terminal_text.guard_terminal()  # a reply's escape sequences shown, never run by the terminal
     logs.configure(args.log_level or os.environ.get("MARGIN_LOG_LEVEL") or "WARNING")
     try:
         return asyncio.run(args.run(args))

@@ -42,7 +42,9 @@ def make_server_counter(choice: TokenizerChoice, base_url: str, timeout_s: float
 
 
 def make_store(path: Path) -> SQLiteThreadStore:
-    return sqlite_store.SQLiteThreadStore(path)
+    from margin.services.thread_storage import default_database_path
+
+    return sqlite_store.SQLiteThreadStore(path, own_folder=path == default_database_path())
 
 
 def make_folder_files(root: Path) -> LocalFolderFiles:

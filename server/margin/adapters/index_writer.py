@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from margin.adapters import index_blocks, index_rows
+from margin.adapters import index_blocks, index_rows, private_files
 from margin.core.retrieval.filedata import FileData
 from margin.core.retrieval.terms import path_terms
 from margin.core.workspace_files import Stamp
@@ -92,7 +92,8 @@ class IndexWriter:
     """The connection that writes the index, taken in turn (`lock`)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.folder(path.parent, own=True)  # the index folder: Margin's alone
+        private_files.sqlite_file(path)
         self.db, self.lock = connect(path), threading.Lock()
         with self.lock:
             self._prepare()

@@ -27,7 +27,7 @@ from typing import Any
 
 import aiosqlite
 
-from margin.adapters import sqlite_schema
+from margin.adapters import private_files, sqlite_schema
 from margin.adapters.sqlite_schema import explain
 from margin.core import memories
 from margin.core.memories import Memory
@@ -74,8 +74,10 @@ class Timelines:
 class SQLiteThreadStore:
     """ThreadStore on one SQLite file. The connection opens lazily on first use."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, own_folder: bool = False) -> None:
         self.path = path
+        self.own_folder = own_folder
+        """the folder holds Margin's files alone (its data folder): kept 0700 (adapters.private_files)"""
         self._db: aiosqlite.Connection | None = None
         self._writing = asyncio.Lock()
         self._opening = asyncio.Lock()
@@ -95,7 +97,8 @@ class SQLiteThreadStore:
 
     async def _open(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_files.folder(self.path.parent, own=self.own_folder)
+            private_files.sqlite_file(self.path)
         except OSError as error:
             raise StoreUnavailable(explain(self.path, error)) from None
         db = None

@@ -64,10 +64,11 @@ def origin(url: str) -> Origin | None:
 
 @functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only: `localhost` (and names under `.localhost`), or a
-    loopback address (127.0.0.0/8, ::1, or IPv4 loopback mapped into IPv6)."""
+    """Whether `host` names this machine only: `localhost`, or a literal loopback address
+    (127.0.0.0/8, ::1, or IPv4 loopback mapped into IPv6). Other names under `.localhost` are not:
+    they go to the resolver, which may send them anywhere."""
     host = host.lower().strip("[]").rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         address = ipaddress.ip_address(host)

@@ -60,8 +60,15 @@ def test_plain_http_to_another_machine_never_carries_a_key():
 
 def test_plain_http_on_this_machine_may_carry_a_key():
     for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:8000/v1",
-                "http://127.3.2.1/v1", "http://api.localhost/v1"):
+                "http://127.3.2.1/v1", "http://LOCALHOST.:8080/v1"):
         assert decide("K", url, route(ENV, url), True).send, url
+
+
+def test_a_name_under_localhost_is_not_this_machine():
+    """The resolver answers for `api.localhost` (an /etc/hosts line, a DNS search domain): only
+    `localhost` itself and literal loopback addresses count."""
+    for url in ("http://api.localhost/v1", "http://localhost.attacker.example/v1", "http://127.0.0.1.nip.io/v1"):
+        assert not decide("K", url, route(ENV, url), True).send, url
 
 
 @given(st.ip_addresses())
