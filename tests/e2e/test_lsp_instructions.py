@@ -152,3 +152,34 @@ async def test_selection_edits_follow_the_instructions_too(fake, tmp_path):
         assert resolved["edit"]["documentChanges"]
     system = fake.requests[-1]["messages"][0]["content"]
     assert "Instructions from AGENTS.md:\nRule: keep functions pure." in system
+
+
+async def test_only_the_projects_own_text_becomes_instructions(fake, tmp_path):
+    """Instruction file names are the user's to choose (here .env among them, by the user's own
+    setting); even so, a file git ignores is never read as one, the search stops at the
+    repository's root in a workspace of many projects, and a home folder opened as the workspace
+    gives none at all."""
+    root = workspace(tmp_path, {
+        "AGENTS.md": "Above the repository: never shown.",
+        "app/.gitignore": ".env\n",
+        "app/.env": "DEPLOY_TOKEN=from-the-dotenv-file",
+        "app/AGENTS.md": "The repository's rule.",
+        "app/src/x.py": "x = 1\n",
+    })
+    (root / "app" / ".git").mkdir()
+    names = env(fake, tmp_path, MARGIN_INSTRUCTION_FILES="AGENTS.md,.env")
+    async with margin_client(env=names, root=root) as client:
+        system = (await explain(client, root, "app/src/x.py"))["messages"][0]["content"]
+    assert "The repository's rule." in system
+    assert "from-the-dotenv-file" not in system and "Above the repository" not in system
+
+    home = tmp_path / "home"
+    for name, text in {".netrc": "machine api.example login me password hunter2", "AGENTS.md": "Home rule.",
+                       "notes.py": "y = 2\n"}.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    async with margin_client(env={**env(fake, tmp_path, MARGIN_INSTRUCTION_FILES=".netrc,AGENTS.md"),
+                                  "HOME": str(home)}, root=home) as client:
+        result = await explain(client, home, "notes.py")
+    assert "hunter2" not in result["messages"][0]["content"] and "Home rule." not in result["messages"][0]["content"]
+    assert instructions_of(result)["kept"] == 0

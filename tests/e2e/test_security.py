@@ -14,7 +14,7 @@ from lsprotocol import types
 
 from tests.conftest import until
 from tests.e2e.lsp_client import margin_client, open_doc, request
-from tests.fakes.fake_openai import FakeBackend
+from tests.fakes.fake_openai import FakeBackend, reply
 from tests.log_secrets import API_KEY, API_KEY_ENV
 
 CODE = "def deploy(token):\n    return vault.push(token)  # the repository's code\n"
@@ -147,6 +147,41 @@ async def test_a_repository_may_only_narrow_what_margin_does(fake, tmp_path):
     assert warning.startswith("Margin did not use completion.model, completion.maxOutputTokens, chat.maxOutputTokens, "
                               "chat.temperature, chat.timeoutS, nextEdit.enabled, nextEdit.model, confirmEdits, "
                               "codeActions, instructionFiles from workspace settings"), warning
+
+
+async def test_files_a_repository_chooses_never_hang_or_flood_the_server(fake, tmp_path):
+    """A cloned repository's own paths: a `.gitignore` that is a symlink to /dev/zero (git clones
+    symlinks), another to /dev/stdin (the editor's messages), a FIFO named AGENTS.md, an
+    instruction file that is a symlink to a file outside. Every workspace read takes regular files
+    inside the folder only, bounded, without blocking: the index builds, chat answers, the editor's
+    messages all arrive, memory stays small, nothing from outside is sent."""
+    import asyncio
+    import os
+
+    root = tmp_path / "repo"
+    (root / "pkg" / "deep").mkdir(parents=True)
+    (root / "deploy.py").write_text(CODE)
+    (root / "pkg" / "deep" / "util.py").write_text("def helper():\n    return 42\n")
+    os.symlink("/dev/zero", root / ".gitignore")
+    os.symlink("/dev/stdin", root / "pkg" / ".gitignore")
+    os.mkfifo(root / "AGENTS.md")
+    os.symlink("/dev/zero", root / "CLAUDE.md")
+    secret = tmp_path / "outside.md"
+    secret.write_text("OUTSIDE-SECRET: the user's private notes")
+    (root / ".margin").mkdir()
+    os.symlink(secret, root / ".margin" / "instructions.md")
+    fake.default = reply("ok")
+    async with margin_client(env=env(fake, tmp_path, MARGIN_RETRIEVAL="true"), root=root) as client:
+        for _ in range(3):
+            result = await asyncio.wait_for(chat(client, root), 120)
+            assert result["reply"] == "ok"
+        status = await asyncio.wait_for(until_status(client, lambda s: s["indexes"] and s["indexes"][0]["ready"]), 120)
+        pid = client._server.pid
+        rss_kb = int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if line.startswith("VmRSS:")))
+    assert status["indexes"][0]["filesScanned"] >= 2
+    assert rss_kb < 400_000, f"the server grew to {rss_kb // 1024} MB"
+    assert all("OUTSIDE-SECRET" not in json.dumps(r) for r in fake.requests)
 
 
 async def until_status(client, condition) -> dict:

@@ -70,6 +70,9 @@ class FakeFolderFiles:
         data = self.contents.get(file_id)
         return None if data is None else data[:limit]
 
+    def git_ignores(self, file_id: str) -> bool:
+        return file_id in self.ignored
+
     def inside(self, file_id: str) -> bool:
         return not file_id.startswith("/") and ".." not in file_id.split("/") and file_id not in self.outside
 

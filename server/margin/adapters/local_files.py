@@ -1,6 +1,7 @@
 """A workspace folder's files on the local disk (core.workspace_files.FolderFiles): the scan of
-adapters.workspace_scan, stamps from `stat`, bounded reads, and whether a path stays inside the
-folder once its symlinks are resolved."""
+adapters.workspace_scan, stamps from `stat`, reads of regular files inside the folder only
+(adapters.workspace_read), and whether a path stays inside the folder once its symlinks are
+resolved."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from margin.adapters import workspace_scan
+from margin.adapters import workspace_read, workspace_scan
 from margin.core.workspace_files import FoundFile, Stamp
 
 
 class LocalFolderFiles:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._real_root = os.path.realpath(root)
 
     def is_folder(self) -> bool:
         return self.root.is_dir()
@@ -36,11 +38,10 @@ class LocalFolderFiles:
         return Stamp(stat.st_size, stat.st_mtime_ns)
 
     def read(self, file_id: str, limit: int) -> bytes | None:
-        try:
-            with open(self.root / file_id, "rb") as handle:
-                return handle.read(limit)
-        except OSError:
-            return None
+        return workspace_read.read_regular(self.root, file_id, limit, real_root=self._real_root)
+
+    def git_ignores(self, file_id: str) -> bool:
+        return workspace_scan.ignored(self.root, file_id)
 
     def inside(self, file_id: str) -> bool:
         real_root, real = os.path.realpath(self.root), os.path.realpath(self.root / file_id)

@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pathspec
 
+from margin.adapters import workspace_read
 from margin.core.workspace_files import MAX_FILE_BYTES, FoundFile, Stamp
 
 log = logging.getLogger(__name__)
 
 MAX_FILES = 50_000
+MAX_IGNORE_BYTES = 1 << 20
+"""a `.gitignore` (or `.git/info/exclude`) is read up to this size"""
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
 
 
@@ -31,10 +34,10 @@ class _Ignores:
         self.specs = specs
 
     def within(self, folder: Path, prefix: str) -> _Ignores:
-        try:
-            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+        data = workspace_read.read_regular(folder, ".gitignore", MAX_IGNORE_BYTES)
+        if data is None:
             return self
+        lines = data.decode("utf-8", errors="replace").splitlines()
         return _Ignores((*self.specs, (prefix, pathspec.GitIgnoreSpec.from_lines(lines))))
 
     def ignored(self, file_id: str, is_dir: bool) -> bool:
@@ -47,27 +50,42 @@ class _Ignores:
 
 def _root_rules(root: Path) -> _Ignores:
     ignores = _Ignores()
-    try:
-        exclude = (root / ".git" / "info" / "exclude").read_text(encoding="utf-8", errors="replace").splitlines()
+    data = workspace_read.read_regular(root, ".git/info/exclude", MAX_IGNORE_BYTES)
+    if data is not None:
+        exclude = data.decode("utf-8", errors="replace").splitlines()
         ignores = _Ignores((("", pathspec.GitIgnoreSpec.from_lines(exclude)),))
-    except OSError:
-        pass
     return ignores.within(root, "")
+
+
+def _rules_for(root: Path, file_id: str, *, symlinked_folders: bool) -> _Ignores | None:
+    """The ignore rules in force in `file_id`'s folder; None when a folder on the way is never
+    scanned or is ignored (or is a symlink, unless `symlinked_folders`)."""
+    parts = file_id.split("/")
+    if any(part in ALWAYS_SKIPPED or part in ("", ".", "..") for part in parts):
+        return None
+    rules, folder, prefix = _root_rules(root), root, ""
+    for part in parts[:-1]:
+        folder, name = folder / part, prefix + part
+        if (not symlinked_folders and folder.is_symlink()) or rules.ignored(name, True):
+            return None
+        prefix = name + "/"
+        rules = rules.within(folder, prefix)
+    return rules
+
+
+def ignored(root: Path, file_id: str) -> bool:
+    """Whether git would ignore `file_id` (by the `.gitignore` files of its folders and
+    `.git/info/exclude`), or it lies in a folder never scanned (`.git`)."""
+    rules = _rules_for(root, file_id, symlinked_folders=True)
+    return rules is None or rules.ignored(file_id, False)
 
 
 def indexable(root: Path, file_id: str) -> bool:
     """Whether the scan would take `file_id` (a file that changed since): not ignored, not under
     a symlink or a skipped folder, a regular file of at most MAX_FILE_BYTES."""
-    parts = file_id.split("/")
-    if any(part in ALWAYS_SKIPPED or part in ("", ".", "..") for part in parts):
+    rules = _rules_for(root, file_id, symlinked_folders=False)
+    if rules is None:
         return False
-    rules, folder, prefix = _root_rules(root), root, ""
-    for part in parts[:-1]:
-        folder, name = folder / part, prefix + part
-        if folder.is_symlink() or rules.ignored(name, True):
-            return False
-        prefix = name + "/"
-        rules = rules.within(folder, prefix)
     path = root / file_id
     try:
         stat = path.lstat()

@@ -51,7 +51,14 @@ class FolderFiles(Protocol):
         ...
 
     def read(self, file_id: str, limit: int) -> bytes | None:
-        """The file's first `limit` bytes; None when it cannot be read (missing, a folder)."""
+        """The file's first `limit` bytes; None when it cannot be read (missing, a folder), is not
+        a regular file (a FIFO, a device: never a read that can block) or leads outside the
+        folder."""
+        ...
+
+    def git_ignores(self, file_id: str) -> bool:
+        """Whether git would ignore `file_id` (its folders' `.gitignore` files, the repository's
+        exclude file), or it lies in a folder never scanned (`.git`)."""
         ...
 
     def inside(self, file_id: str) -> bool:

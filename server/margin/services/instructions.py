@@ -1,8 +1,11 @@
 """Project instruction files read for a prompt: from the editor's buffer when the file is open,
 else from the workspace folder's files (core.workspace_files), checked for changes on every
-request by their stamp (size and modification time) and read again only when it changed. Only
-files inside the workspace folder are read: a path, or a symlink anywhere on it, that leads
-outside is skipped."""
+request by their stamp (size and modification time) and read again only when it changed.
+
+Only the project's own text: files inside the workspace folder (a path, or a symlink anywhere on
+it, that leads outside is skipped), regular files (adapters.workspace_read), none that git
+ignores, looked for from the active file's repository root down (never in a folder above it),
+and none at all in a folder Margin does not index (the file system's root, the home folder)."""
 
 from __future__ import annotations
 
@@ -47,7 +50,13 @@ class InstructionFiles:
         if active == text_document:  # outside every workspace folder: the workspace folder's own
             active = None
         found, files = [], self.app.workspace_access.files(root)
-        for place in rules.candidates(settings.instruction_files, rules.folders_between(active)):
+        if files.why_not_indexed() is not None:  # `/`, the home folder: every project's and secret's
+            return []
+        folders = rules.folders_between(active)
+        # From the repository's root down: never a folder above it (a workspace of many projects).
+        top = next((i for i in range(len(folders) - 1, 0, -1)
+                    if files.stamp(f"{folders[i]}/.git") is not None), 0)
+        for place in rules.candidates(settings.instruction_files, folders[top:]):
             text = self._text(root, files, place.file_id)
             if text is not None and text.strip():
                 found.append(InstructionFile(place.file_id, place.distance, place.rank, text=text))
@@ -73,6 +82,9 @@ class InstructionFiles:
             return None
         if not files.inside(file_id):
             log.info("instruction file skipped: it leads outside the workspace")
+            return None
+        if files.git_ignores(file_id):  # `.env`, build output: not the project's own text
+            log.info("instruction file skipped: git ignores it")
             return None
         if open_file is not None:
             return open_file.text
