@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from margin.adapters.git_cli import GIT_NO_PROGRAMS
+from margin.adapters.git_cli import head_text
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.next_edit.decide import apply
 from margin.core.next_edit.history import DocumentHistory
@@ -27,7 +27,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     command.add_argument("file", metavar="FILE")
     command.add_argument("position", metavar="LINE[:COL]", help="the cursor, counted from 1")
     command.add_argument("--diff", type=Path, metavar="PATCH",
-                         help="the edits as a unified diff (default: `git diff HEAD` of FILE)")
+                         help="the edits as a unified diff (default: FILE's changes against git's HEAD)")
     command.set_defaults(run=_next_edit)
 
 
@@ -68,16 +68,21 @@ def history_from(text: str, diff: str) -> DocumentHistory:
     return history
 
 
-def _git_diff(path: Path) -> str:
+def _head_diff(path: Path) -> str:
+    """FILE's working-tree changes against HEAD as a unified diff of no context: HEAD's text read
+    as stored (git runs no filter or diff driver a repository names) and diffed here. A file
+    written with CRLF line ends whose HEAD text has LF is compared as git would (its text
+    attribute's conversion)."""
     try:
-        done = subprocess.run(["git", *GIT_NO_PROGRAMS, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-U0",
-                               "HEAD", "--", path.name], check=False, cwd=path.parent, capture_output=True, text=True,
-                              timeout=30, stdin=subprocess.DEVNULL, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise CliError(f"git diff failed: {error}") from None
-    if done.returncode != 0:
-        raise CliError(f"git diff failed: {done.stderr.strip()[:300]} (give the edits with --diff)")
-    return done.stdout
+        old = head_text(path).decode("utf-8")
+        now = path.read_bytes().decode("utf-8")
+    except (OSError, subprocess.TimeoutExpired, UnicodeDecodeError) as error:
+        raise CliError(f"cannot read {path.name} at HEAD: {error} (give the edits with --diff)") from None
+    except RuntimeError as error:
+        raise CliError(f"git has no {path.name} at HEAD: {error} (give the edits with --diff)") from None
+    if "\r\n" in now and "\r\n" not in old:
+        old = old.replace("\n", "\r\n")
+    return "\n".join(difflib.unified_diff(old.split("\n"), now.split("\n"), n=0, lineterm=""))
 
 
 async def _next_edit(args: argparse.Namespace) -> int:
@@ -89,7 +94,7 @@ async def _next_edit(args: argparse.Namespace) -> int:
         raise CliError(f"LINE[:COL] counts from 1, got {args.position!r}")
     path = Path(args.file)
     try:
-        diff = args.diff.read_text(encoding="utf-8") if args.diff else _git_diff(path.resolve())
+        diff = args.diff.read_text(encoding="utf-8") if args.diff else _head_diff(path.resolve())
     except OSError as error:
         raise CliError(f"cannot read {args.diff}: {error}") from None
     async with running_app(args) as (app, _):
