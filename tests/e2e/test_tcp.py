@@ -77,13 +77,47 @@ def stop(process: subprocess.Popen) -> str:
     return process.stderr.read().decode()
 
 
-def test_tcp_transport_serves_lsp():
+def test_tcp_on_loopback_makes_a_token_only_the_user_can_read_and_serves_the_client_that_presents_it(tmp_path):
+    """Any local process (another user's, a web page's `fetch()`) can reach a loopback port: with
+    no token given, one is made and written to a file only the user can read; a client without it,
+    and an HTTP request whose body would be the right `initialize`, are refused."""
+    import stat
+
     port = free_port()
-    process = start("127.0.0.1", port)
+    token_file = tmp_path / "run" / "margin.token"
+    process = start("127.0.0.1", port, "--token-file", str(token_file))
     try:
         sock = connect(process, port)
+        token = token_file.read_text().strip()
+        assert len(token) == 64 and stat.S_IMODE(token_file.stat().st_mode) == 0o600
         with sock, sock.makefile("rb") as stream:
-            serves_lsp(sock, stream)
+            send(sock, initialize({"chat": {"baseUrl": "http://127.0.0.1:9/v1", "apiKeyEnv": "AWS_SECRET_ACCESS_KEY"}}))
+            assert receive(stream)["error"]["code"] == -32600 and stream.read() == b""
+        body = json.dumps(initialize({"tcpToken": token})).encode()
+        web = connect(process, port)
+        with web, web.makefile("rb") as stream:
+            web.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+                        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            assert receive(stream)["error"]["code"] == -32600 and stream.read() == b""
+        assert process.poll() is None
+        sock = connect(process, port)
+        with sock, sock.makefile("rb") as stream:
+            serves_lsp(sock, stream, {"tcpToken": token})
+    finally:
+        log = stop(process)
+    assert f"the token clients present is in {token_file}" in log and token not in log
+
+
+def test_the_token_file_is_made_anew_never_one_left_by_someone_else(tmp_path):
+    port = free_port()
+    token_file = tmp_path / "margin.token"
+    token_file.write_text("a token someone else chose\n")
+    token_file.chmod(0o644)
+    process = start("127.0.0.1", port, "--token-file", str(token_file))
+    try:
+        connect(process, port).close()
+        assert token_file.read_text().strip() != "a token someone else chose"
+        assert token_file.stat().st_mode & 0o077 == 0
     finally:
         stop(process)
 

@@ -1,6 +1,8 @@
-"""`margin-lsp`: the language server over stdio (default) or TCP. TCP listens on loopback only
-unless `--allow-remote` is given, which requires a token every client must present
-(margin.lsp.tcp)."""
+"""`margin-lsp`: the language server over stdio (default) or TCP. Over TCP every client presents a
+token (margin.lsp.tcp): the one in MARGIN_TCP_TOKEN, else one made at start and written, readable
+by the user alone, to the token file (`--token-file`, else `tcp-PORT.token` in Margin's runtime
+folder). TCP listens on loopback only unless `--allow-remote` is given, which requires a token
+chosen by the user."""
 
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-remote", action="store_true", help=(
         "with --tcp: allow an address other machines can reach; every client must then present the "
         f"token in ${TOKEN_ENV} as initializationOptions.tcpToken"))
+    parser.add_argument("--token-file", metavar="PATH", default=None, help=(
+        f"with --tcp and no ${TOKEN_ENV}: where to write the token made at start, readable by you "
+        "alone, for the client to present (default: tcp-PORT.token in Margin's runtime folder)"))
     parser.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for clients that pass it)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR; also MARGIN_LOG_LEVEL")
     parser.add_argument("--log-file", default=None, help="write logs here instead of stderr; also MARGIN_LOG_FILE")
@@ -51,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.allow_remote and (token is None or len(token) < MIN_TOKEN_LENGTH):
             parser.error(f"--allow-remote needs a token every client must present: set {TOKEN_ENV} "
                          f"to a secret of at least {MIN_TOKEN_LENGTH} characters (e.g. `openssl rand -hex 32`).")
-    elif args.allow_remote:
-        parser.error("--allow-remote goes with --tcp HOST:PORT")
+    elif args.allow_remote or args.token_file:
+        parser.error(f"{'--allow-remote' if args.allow_remote else '--token-file'} goes with --tcp HOST:PORT")
 
     logs.configure(args.log_level, args.log_file)
     # pydantic looks for plugins in every installed package's metadata before its first model;
@@ -67,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     log.info("margin-lsp %s starting transport=%s", __version__, "tcp" if args.tcp else "stdio")
     if args.tcp:
         host, port = args.tcp
+        if token is None:
+            from margin.lsp.tcp import made_token
+
+            token, where = made_token(port, args.token_file)
+            log.info("tcp token made: the client presents the one in the token file")
+            print(f"margin-lsp: the token clients present is in {where}", file=sys.stderr, flush=True)
         server.start_tcp(host, port, token=token)
     else:
         server.start_io(sys.stdin.buffer, sys.stdout.buffer)

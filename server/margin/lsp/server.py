@@ -135,8 +135,10 @@ class MarginLanguageServer(LanguageServer):
             self.shutdown()
 
     def start_tcp(self, host: str, port: int, token: str | None = None) -> None:
-        """Serve one editor at a time on TCP; with `token`, only one whose `initialize` presents
-        it (lsp/tcp.py). The server stops when the editor it served disconnects."""
+        """Serve one editor at a time on TCP, one whose `initialize` presents `token` (lsp/tcp.py;
+        there is always one). The server stops when the editor it served disconnects."""
+        if not token:
+            raise ValueError("a TCP server needs a token every client presents (margin.lsp.tcp)")
         stop_event = pygls_private.new_stop_event(self)
         report_error = pygls_private.error_reporter(self)
         serving = False
@@ -147,8 +149,8 @@ class MarginLanguageServer(LanguageServer):
                 log.warning("tcp connection refused: another client is being served")
                 writer.close()
                 return
-            source: Any = reader
-            if token is not None and (source := await tcp.admit(reader, writer, token)) is None:
+            source = await tcp.admit(reader, writer, token)
+            if source is None:
                 return
             if serving:  # another client got in while this one was showing its token
                 writer.close()

@@ -3,10 +3,13 @@ workspace folders (whose files retrieval reads), and set the base URLs and the A
 variables that requests carry. So:
 
 - the server listens on loopback only, unless `--allow-remote` is given (margin.lsp.main);
-- when a token is set (`MARGIN_TCP_TOKEN`; `--allow-remote` requires one), a connection's first
-  message must be `initialize` with `initializationOptions.tcpToken` equal to it, compared in
-  constant time; the token is taken out of the options before the server reads them. A
-  connection without it is answered with an error and closed, and the server waits on;
+- every connection presents a token, on loopback too (any local process, and a web page's
+  `fetch()`, can reach a loopback port): the one in `MARGIN_TCP_TOKEN` (`--allow-remote`
+  requires it), else one made at start and written to a file only the user can read
+  (`made_token`). A connection's first message must be `initialize` with
+  `initializationOptions.tcpToken` equal to it, compared in constant time; the token is taken
+  out of the options before the server reads them. A connection without it — or one that opens
+  with an HTTP request line — is answered with an error and closed, and the server waits on;
 - one editor at a time: a connection made while one is being served is closed at once.
 
 A connection that has not shown its token may send one message of at most FIRST_MESSAGE_LIMIT
@@ -18,6 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -53,11 +59,34 @@ def frame(message: dict[str, Any]) -> bytes:
     return f"Content-Length: {len(body)}\r\n\r\n".encode() + body
 
 
+_HTTP_REQUEST = re.compile(rb"^[A-Z]+ \S+ HTTP/\d")
+
+
+def made_token(port: int, path: str | None) -> tuple[str, Path]:
+    """A new token, written to `path` (default: `tcp-PORT.token` in Margin's runtime folder) made
+    readable by the user alone before the token goes in; the token and where it is."""
+    import secrets
+
+    import platformdirs
+
+    where = Path(path).expanduser() if path else Path(platformdirs.user_runtime_dir("margin")) / f"tcp-{port}.token"
+    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = secrets.token_hex(32)
+    where.unlink(missing_ok=True)  # a file someone else made (and could read) is not reused
+    fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(token + "\n")
+    return token, where
+
+
 async def _first_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
-    """The first message, if it is one JSON object within the limits."""
+    """The first message, if it is one JSON object within the limits (never an HTTP request: a
+    web page's `fetch()` to the port)."""
     length = None
-    for _ in range(16):  # header lines
+    for index in range(16):  # header lines
         line = await reader.readline()
+        if index == 0 and _HTTP_REQUEST.match(line):
+            return None
         if not line.strip():
             break
         name, _, value = line.decode("ascii", "replace").partition(":")
