@@ -619,3 +619,55 @@ async def test_a_fill_request_dropped_before_any_answer_is_tried_once_more(fake,
     fake.routes["/v1/completions"] = [hang_up(), raw(json.dumps({"choices": [{"text": "b)"}]}))]
     assert (await provider.fill(fim("completions_suffix"))).text == "b)"
     assert [path for path, _ in fake.posts] == ["/v1/completions"] * 2
+
+
+def endless(piece: str, chunk_delay_s: float = 0.0):
+    """A server that never ends its reply: the same piece for ever, no finish, no [DONE]."""
+    import itertools
+
+    from tests.fakes.fake_openai import Step
+
+    return Step("stream", chunks=itertools.repeat(piece), finish_reason=None, send_done=False,  # type: ignore[arg-type]
+                chunk_delay_s=chunk_delay_s)
+
+
+async def test_a_reply_that_never_ends_is_stopped_at_its_size_cap(fake):
+    """Fast and for ever: stopped once it passes what its max_tokens could take, memory bounded."""
+    from margin.adapters.openai_http import stream_byte_cap
+
+    fake.script(endless("x" * 200))
+    provider = OpenAICompatibleProvider(fake.base_url, timeout_s=30)
+    try:
+        received = 0
+        with pytest.raises(MalformedStream, match="went past 1088 KB") as stopped:
+            async for delta in provider.stream(REQUEST):
+                received += len(delta.text)
+    finally:
+        await provider.aclose()
+    assert received <= stream_byte_cap(REQUEST.max_tokens) and "maxOutputTokens" in str(stopped.value)
+
+
+async def test_a_reply_that_trickles_for_ever_is_stopped_at_its_deadline(fake):
+    """Slow enough never to stall past timeoutS between chunks, and never done: stopped after
+    timeoutS plus 2 s a token the request allows."""
+    import time
+
+    fake.script(endless("y", chunk_delay_s=0.1))
+    provider = OpenAICompatibleProvider(fake.base_url, timeout_s=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(BackendTimeout, match=r"still arriving after 2\.5 s \(timeoutS plus 2 s for each of 1 tokens\)"):
+            await collect(provider, ChatRequest(messages=REQUEST.messages, max_tokens=1, temperature=0))
+    finally:
+        await provider.aclose()
+    assert time.monotonic() - started >= 2.5
+
+
+async def test_a_fill_answer_that_never_ends_is_stopped_at_its_size_cap(fake):
+    fake.routes["/infill"] = [endless("z" * 200)]
+    provider = OpenAICompatibleProvider(fake.base_url, timeout_s=30)
+    try:
+        with pytest.raises(MalformedStream, match="went past"):
+            await provider.fill(fim("infill"))
+    finally:
+        await provider.aclose()
