@@ -2,13 +2,14 @@
 // this platform and several Pythons (scripts/bundle_vscode_server.py writes it, and
 // bundled/manifest.json says which Pythons). It runs as `<python> -m margin.lsp.main` with
 // PYTHONPATH=bundled/libs, on a Python found here: the Python extension's interpreter when it
-// has one, else python3, python3.14 … python3.11 on PATH — the first the bundle has libraries for.
+// has one and the folder is trusted (a folder chooses that interpreter: its `.venv`, its
+// settings), else python3, python3.14 … python3.11 on PATH — the first the bundle has libraries for.
 
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as vscode from "vscode";
-import { BundledServer, PROBE_CODE, acceptProbe, pythonCandidates } from "./pure/settings";
+import { BundledServer, PROBE_CODE, acceptProbe, pythonCandidates, serverPythons } from "./pure/settings";
 
 interface Manifest {
   target: string;
@@ -51,8 +52,10 @@ export async function findBundledServer(extensionPath: string, log: (line: strin
     return undefined;
   }
   const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest;
-  const fromExtension = await pythonExtensionInterpreter();
-  const candidates = [...(fromExtension ? [fromExtension] : []), ...pythonCandidates()];
+  const trusted = vscode.workspace.isTrusted;
+  const fromExtension = trusted ? await pythonExtensionInterpreter() : undefined;
+  if (!trusted) log("The folder is not trusted: its Python interpreter is not used to run the server.");
+  const candidates = serverPythons(trusted, fromExtension);
   for (const candidate of candidates) {
     const python = await probe(candidate, manifest.pythons);
     if (python) {

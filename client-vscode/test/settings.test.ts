@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, folderLevel, pythonCandidates, serverLaunch, serverSettings,
-  userLevel, userOnlyKeys,
+  BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, folderLevel, pythonCandidates, serverLaunch, serverPythons,
+  serverSettings, userLevel, userOnlyKeys,
 } from "../src/pure/settings";
 
 const packageJson = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
@@ -115,4 +115,11 @@ test("the bundled server takes a Python the bundle has libraries for, never a fr
   assert.equal(acceptProbe("3 11 0 C:\\Program Files\\Python311\\python.exe", supported), "C:\\Program Files\\Python311\\python.exe");
   assert.deepEqual(pythonCandidates("linux"), ["python3", "python3.14", "python3.13", "python3.12", "python3.11", "python"]);
   assert.equal(pythonCandidates("win32")[0], "python");
+});
+
+test("an untrusted folder's Python interpreter never runs the server", () => {
+  const folders = "/repo/.venv/bin/python";
+  assert.deepEqual(serverPythons(true, folders, "linux"), [folders, ...pythonCandidates("linux")]);
+  assert.deepEqual(serverPythons(false, folders, "linux"), pythonCandidates("linux"));
+  assert.ok(!serverPythons(false, folders, "linux").includes(folders));
 });

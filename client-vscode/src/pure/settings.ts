@@ -120,6 +120,13 @@ export function pythonCandidates(platform: string = process.platform): string[] 
   return platform === "win32" ? ["python", "python3", "py"] : ["python3", ...versioned.map((v) => `python${v}`), "python"];
 }
 
+/** The Pythons tried, in order, to run the bundled server: the Python extension's interpreter
+ * for the folder only when the folder is trusted (a folder chooses it: its `.venv`, its settings),
+ * then those on PATH. */
+export function serverPythons(trusted: boolean, fromExtension?: string, platform: string = process.platform): string[] {
+  return [...(trusted && fromExtension ? [fromExtension] : []), ...pythonCandidates(platform)];
+}
+
 /** What a candidate Python prints, run with PROBE_CODE. */
 export const PROBE_CODE = "import sys, sysconfig; print(sys.version_info[0], sys.version_info[1], " +
   "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))), sys.executable)";
