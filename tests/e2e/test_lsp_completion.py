@@ -431,3 +431,28 @@ async def test_a_llama_cpp_that_does_not_count_is_reported_and_counted_with_the_
         assert p["tokenizerState"].startswith("unavailable: ") and "/tokenize answered HTTP 404" in p["tokenizerState"]
     assert chat["reply"] == "Counted anyway." and chat["budget"]["tokenizer"] == {"name": "heuristic", "exact": False}
     assert [i["insertText"] for i in items] == ["a + b"]
+
+
+async def test_a_minified_bundles_one_line_never_freezes_the_server(fake, tmp_path):
+    """Completion in the middle of a 20 MB line (a minified bundle), counted with the token
+    bound: its end before the cursor is read, never the whole line, and the server keeps
+    answering (margin/status asked meanwhile). The whole line counted took 4-11 s a megabyte."""
+    import asyncio
+    import json
+
+    from tests.e2e.lsp_client import status
+
+    bundle = "function(a,b){return a+b};" * 800_000
+    fake.default = hole("x")
+    uri = "file:///ws/app.min.js"
+    async with start(fake, tmp_path, MARGIN_DEFAULTS_TOKENIZER="heuristic") as client:
+        open_doc(client, uri, bundle, language="javascript")
+        params = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": len(bundle) // 2},
+                  "context": {"triggerKind": 2}}
+        asked = asyncio.ensure_future(inline(client, params))
+        checked = await asyncio.wait_for(status(client), 120)
+        answered = await asyncio.wait_for(asked, 120)
+    assert checked["files"][0]["uri"] == uri
+    assert answered is not None
+    sent = json.dumps(fake.requests[-1]) if fake.requests else ""
+    assert len(sent) < 200_000  # the prompt: the line's end before the cursor, not the bundle

@@ -51,6 +51,8 @@ MAX_SNIPPETS = 3
 """Other open files a prompt may show a window of (recently edited first)."""
 SNIPPET_LINES = 40
 """Lines of such a window, around where the file was last edited (else its first lines)."""
+MAX_SNIPPET_CHARS = 160 * SNIPPET_LINES
+"""A window of another file longer than this (lines of a minified bundle) is left out."""
 SUPERSEDED_CLOSE_S = 0.05
 """How long a request waits for the work it replaced to stop (its HTTP call closed) before
 starting its own: a few event-loop turns, unless something is wrong."""
@@ -246,6 +248,8 @@ class CompletionService:
             line = files.last_edit_line(other.uri)
             first = max(0, min(line - SNIPPET_LINES // 2, len(starts) - SNIPPET_LINES)) if line is not None else 0
             end = starts[first + SNIPPET_LINES] if first + SNIPPET_LINES < len(starts) else len(other.text)
+            if end - starts[first] > MAX_SNIPPET_CHARS:  # a minified bundle's lines: not worth reading, or counting
+                continue
             snippets.append(Snippet(self.app.workspace.file_id(other.uri), other.text[starts[first]:end],
                                     "recently edited" if other in edited else "open file"))
         return tuple(snippets)

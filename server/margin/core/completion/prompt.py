@@ -56,6 +56,13 @@ CONTEXT_CHARS_PER_TOKEN = 12
 """The code around the cursor is read at most this many characters per token of the window on
 each side: more could never fit, so it is never counted (as services/selection_edit.py)."""
 
+LONG_LINE_CHARS_PER_TOKEN = 2
+"""A cursor line longer than this many characters per token of the window (a minified bundle's
+one line) is read from its last that many characters before the cursor only, as if it began
+there: what is counted stays bounded however long the line, and lines above it are not sent.
+(Two characters a token: in most code that is the window's worth; what cannot fit is over budget
+as any cursor line too long is.)"""
+
 CURSOR_LINE_STEP = 32
 """The cursor line is budgeted in steps of this many tokens, so typing along a line leaves the
 rest of the plan — and the backend's cached prompt — unchanged."""
@@ -276,8 +283,11 @@ def assemble_completion(
     cuts, when known (its counts of the code are then exact sums of cached pieces)."""
     start = cursor_line_start(input.prefix)
     line = input.prefix[start:]
-    reach = max(window.context_window - window.reserved_output, 0) * CONTEXT_CHARS_PER_TOKEN
+    room_chars = max(window.context_window - window.reserved_output, 0)
+    reach = room_chars * CONTEXT_CHARS_PER_TOKEN
     before, after = within_reach(input.prefix[:start], input.suffix, reach)
+    if len(line) > room_chars * LONG_LINE_CHARS_PER_TOKEN:  # never counted whole: its end, and no line above
+        line, before = line[len(line) - room_chars * LONG_LINE_CHARS_PER_TOKEN:], ""
 
     line_tokens = count(line)
     limit = max(0, window.context_window - window.reserved_output - window.margin)

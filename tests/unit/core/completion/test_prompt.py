@@ -136,6 +136,24 @@ def test_a_cursor_line_too_long_for_the_window_is_over_budget_and_nothing_is_kep
     assert (result.prefix, result.suffix, result.extra) == ("", "", ())
 
 
+def test_a_cursor_line_of_megabytes_is_read_from_its_end_and_counted_within_a_bound():
+    """A minified bundle's one line: only its end before the cursor is read, as if the line began
+    there; what is counted stays bounded (here the characters every count call was given)."""
+    counted: list[int] = []
+
+    def tallied(text: str) -> int:
+        counted.append(len(text))
+        return count(text)
+
+    bundle = "function(a,b){return a+b};" * 400_000  # 10.4 MB on one line
+    result = assemble(CompletionInput("app.min.js", "javascript", "// header\n" + bundle, bundle + "\n"), 4096,
+                      counter=tallied)
+    assert sum(counted) <= 2 * 4096 * 12, sum(counted)
+    assert not result.over_budget and result.lines_before == ""
+    assert bundle.endswith(result.cursor_line) and 0 < len(result.cursor_line) <= 2 * (4096 - 64)
+    assert result.suffix == ""  # the rest of the line lies beyond the reach
+
+
 def test_the_format_tokens_are_required():
     input = CompletionInput("a.py", "python", numbered("b", 400), numbered("a", 400))
     cheap, costly = assemble(input, 1024), assemble(input, 1024, fixed=300)
