@@ -105,8 +105,10 @@ await runScenario({
     command: `Preferences: Open Remote Settings (JSON) (127.0.0.1:${server.port})`, marker: "margin.defaults.baseUrl" };
   const settings = JSON.parse(readFileSync(userSettings.path, "utf8"));
   // The server's log (metadata only) says when settings arrive. The user's own settings reach the
-  // server at start (a change restarts it): wait for the next start's.
-  const applied = () => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(/settings applied from initializationOptions/g) ?? []).length;
+  // server at start (a change restarts it): wait for the next start's, and the folder's after them
+  // (the restarted server is ready).
+  const applied = () => Math.min(...[/settings applied from initializationOptions/g, /settings applied from workspace settings/g]
+    .map((pattern) => (readFileSync(env("MARGIN_LOG_FILE"), "utf8").match(pattern) ?? []).length));
   const before = applied();
   // As a person does it: edit the user settings JSON in the editor and save.
   const editSettings = async (wanted, { path: settingsPath, command, marker } = userSettings) => {

@@ -2,13 +2,14 @@
 // cursor (`margin/nextEdit`); an edit elsewhere is shown where it goes — the text it replaces
 // struck through, the line it makes beside it — and Tab jumps to it, Tab again accepts it, Escape
 // dismisses it. A suggestion goes as soon as the document changes, and is applied only to the
-// version it was made for. (An edit on the cursor's line, at or after the cursor, also comes as
-// an inline completion item, which VS Code shows as ghost text by itself.)
+// version it was made for. An edit on the cursor's line, at or after the cursor, comes as an inline
+// completion item, which VS Code shows as ghost text by itself: it is not drawn beside the line
+// as well, and one drawn for another line gives way to the ghost text when the cursor reaches it.
 
 import * as vscode from "vscode";
 import type { LanguageClient } from "vscode-languageclient/node";
 import { METHODS, NextEditResult } from "./pure/protocol.generated";
-import { madeLines, tabAction } from "./pure/nextEdit";
+import { madeLines, nearCursor, tabAction } from "./pure/nextEdit";
 import { request } from "./requests";
 
 const SHOWN = "margin.nextEditShown";
@@ -41,6 +42,7 @@ export class NextEdits implements vscode.Disposable {
       this.removed, this.added,
       vscode.workspace.onDidChangeTextDocument((event) => this.changed(event)),
       vscode.window.onDidChangeActiveTextEditor(() => this.dismiss()),
+      vscode.window.onDidChangeTextEditorSelection((event) => this.moved(event)),
       vscode.workspace.onDidChangeConfiguration((event) => {
         if (event.affectsConfiguration("margin")) this.enabled = undefined;
       }),
@@ -94,6 +96,20 @@ export class NextEdits implements vscode.Disposable {
     }, { undoStopBefore: true, undoStopAfter: true });
   }
 
+  /** The cursor moved onto the shown edit's line, before it: VS Code's ghost text shows it there. */
+  private moved(event: vscode.TextEditorSelectionChangeEvent): void {
+    const shown = this.shown;
+    // The person's own moves only: Tab's jump puts the cursor on the edit to accept it there.
+    const byPerson = event.kind === vscode.TextEditorSelectionChangeKind.Keyboard
+      || event.kind === vscode.TextEditorSelectionChangeKind.Mouse;
+    if (!shown || !byPerson || event.textEditor.document !== shown.document) return;
+    const cursor = event.selections[0]?.active;
+    if (cursor && nearCursor({ line: cursor.line, character: cursor.character }, shown.result.edits)) {
+      this.dismiss();
+      void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+    }
+  }
+
   private changed(event: vscode.TextDocumentChangeEvent): void {
     const editor = vscode.window.activeTextEditor;
     if (!editor || event.document !== editor.document || event.contentChanges.length === 0) return;
@@ -127,6 +143,12 @@ export class NextEdits implements vscode.Disposable {
       }, asked.token);
       if (asked.token.isCancellationRequested || document.version !== result.version || result.edits.length === 0
           || vscode.window.activeTextEditor !== editor) return;
+      const cursor = editor.selection.active;
+      if (nearCursor({ line: cursor.line, character: cursor.character }, result.edits)) {
+        // On the cursor's line, after it: VS Code's ghost text shows it (an inline completion item).
+        void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+        return;
+      }
       this.show(editor, result);
     } catch {
       // Cancelled, or the server could not answer: nothing to show (its log says why).

@@ -16,3 +16,12 @@ export function madeLines(lines: string[], edit: LspTextEdit): string[] {
 export function tabAction(cursorLine: number, jumpTo: LspPosition): "jump" | "accept" {
   return cursorLine === jumpTo.line ? "accept" : "jump";
 }
+
+/** Whether every edit lies on the cursor's line at or after the cursor: VS Code's own ghost text
+ * shows such an edit (the server answers it as an inline completion item), so it is not drawn a
+ * second time beside the line. */
+export function nearCursor(cursor: LspPosition, edits: LspTextEdit[]): boolean {
+  return edits.length > 0 && edits.every((edit) => edit.range.start.line === cursor.line
+    && edit.range.end.line === cursor.line && edit.range.start.character >= cursor.character
+    && !/[\r\n]/.test(edit.newText));
+}
