@@ -131,14 +131,17 @@ class RawClient:
 async def raw_client(env: dict[str, str], *, capabilities: dict[str, Any], root_uri: str | None = None,
                      initialization_options: Any = None,
                      command: tuple[str, ...] = ("-m", "margin.lsp.main"),
-                     program: str = sys.executable) -> AsyncIterator[RawClient]:
+                     program: str = sys.executable, configuration: Any = None) -> AsyncIterator[RawClient]:
     """`command`: the arguments `program` is run with, by default what Python runs (the server,
-    or a script that runs it); an installed `margin-lsp` is a program run with no arguments."""
+    or a script that runs it); an installed `margin-lsp` is a program run with no arguments.
+    `configuration`: what the client answers `workspace/configuration` with (section margin)."""
     process = await asyncio.create_subprocess_exec(
         program, *command, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(**env))
     stderr = log_secrets.collect(process.stderr, f"the stderr of margin-lsp {process.pid}", forward=False)
     client = RawClient(process)
+    if configuration is not None:
+        client.answers["workspace/configuration"] = lambda params: [configuration for _ in params.get("items", [])]
     try:
         client.init_result = await client.request("initialize", {
             "processId": None, "rootUri": root_uri, "capabilities": capabilities,

@@ -69,7 +69,10 @@ def env(fake: FakeBackend, database: Path, **extra: str) -> dict[str, str]:
 
 
 async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
-    async with raw_client(env(fake, folder / "threads.db"), capabilities=RESOLVING, root_uri=WS) as client:
+    # Next edits are on in the user's own settings, asked only by the requests below (not after a
+    # pause: the script's replies stay in order), and turned off by the workspace's until then.
+    async with raw_client(env(fake, folder / "threads.db", MARGIN_NEXT_EDIT_ENABLED="true", MARGIN_NEXT_EDIT_PAUSE_MS="0"),
+                          capabilities=RESOLVING, root_uri=WS, configuration={"nextEdit": {"enabled": False}}) as client:
         r = Recorder(client)
         r.record("initialize", "initialize", None, {"result": client.init_result})
         client.notify("textDocument/didOpen", {"textDocument": {"uri": A, "languageId": "python", "version": 3,
@@ -182,9 +185,7 @@ async def main_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
                      {**inline, "textDocument": {"uri": c, "version": 0}})
         await r.call("inline completion, invalid params", "textDocument/inlineCompletion",
                      {**inline, "position": {"line": -1, "character": 0}})
-        # (asked only by the requests below, not after a pause: the script's replies stay in order)
-        client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {"nextEdit": {"enabled": True},
-                                                                                   "nextEditPauseMs": 0}}})
+        client.notify("workspace/didChangeConfiguration", {"settings": {"margin": {}}})  # the workspace's "off" gone
         await r.call("status, next edit on", "margin/status", {})  # the settings are in force
         d = A.replace("a.py", "d.py")
         client.notify("textDocument/didOpen", {"textDocument": {"uri": d, "languageId": "python", "version": 1,

@@ -9,9 +9,7 @@ for a stream whose client went away, while it runs a non-streamed request to its
 Timeouts: a whole answer (`complete`, `fill`) must be in within `timeout_s` in total; the
 timeout closes the request. A stream read as it arrives (`stream`) must start within `timeout_s`
 and never stall for longer than `timeout_s` between chunks; a long reply that keeps arriving is
-not cut off — up to a backstop against a server that never ends one: the whole stream within
-`timeout_s` plus SECONDS_PER_TOKEN for each token the request allows, and at most
-`stream_byte_cap(max_tokens)` bytes. Past either, the request is closed and the error says which.
+not cut off — up to a backstop against a server that never ends one (adapters.stream_limits).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from margin import __version__
+from margin.adapters import stream_limits
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.json_body import chat_body
@@ -47,7 +46,6 @@ from margin.adapters.stream_shapes import (
 from margin.core.fim import FimReply, FimRequest
 from margin.core.llm import (
     BackendInfo,
-    BackendTimeout,
     ChatDelta,
     ChatReply,
     ChatRequest,
@@ -68,18 +66,6 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 5.0
 """How long a probe of a backend waits for each answer (or the profile's timeoutS if shorter)."""
 
-SECONDS_PER_TOKEN = 2.0
-"""A stream may take, beyond timeoutS, this long for each token its request allows: the slowest
-model on a CPU (half a token a second) still finishes; a server that never ends a reply is
-stopped."""
-STREAM_BASE_BYTES = 1 << 20
-STREAM_BYTES_PER_TOKEN = 2048
-"""An event stream's bytes, at most: a megabyte, and 2 KB for each token allowed (an event is a
-few hundred bytes of JSON around a token)."""
-
-
-def stream_byte_cap(max_tokens: int) -> int:
-    return STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max_tokens
 
 
 def server_root(base_url: str) -> str:
@@ -195,7 +181,7 @@ class OpenAICompatibleProvider:
         """The answer for a fill-in-the-middle hole, on the request's route (`fim_wire`)."""
         wire = WIRES[request.route]
         url = f"{server_root(self.base_url) if wire.at_root else self.base_url}{wire.path}"
-        answer = await self._post_streamed(url, wire.path, wire.body(request), stream_byte_cap(request.max_tokens))
+        answer = await self._post_streamed(url, wire.path, wire.body(request), stream_limits.byte_cap(request.max_tokens))
         try:
             return wire.reply(answer)
         except WRONG_SHAPE:
@@ -217,7 +203,7 @@ class OpenAICompatibleProvider:
                     if response.status_code >= 400:
                         raise error_from_body(response.status_code, await response.aread(), self.base_url)
                     if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                        answer = self._json_object(await self._read_capped(response, cap))
+                        answer = self._json_object(await stream_limits.read_capped(response, cap, self.base_url))
                     else:
                         answer = await self._joined_events(response, cap)
         except TimeoutError:
@@ -235,27 +221,9 @@ class OpenAICompatibleProvider:
             raise self._malformed("a reply that is not a JSON object")
         return answer
 
-    async def _read_capped(self, response: httpx.Response, cap: int) -> bytes:
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > cap:
-                raise self._endless(True, cap, 0, 0)
-        return bytes(body)
-
     async def _joined_events(self, response: httpx.Response, cap: int) -> dict[str, Any]:
         events: list[dict[str, Any]] = []
-        received = 0
-
-        async def capped() -> AsyncIterator[bytes]:
-            nonlocal received
-            async for chunk in response.aiter_bytes():
-                received += len(chunk)
-                if received > cap:
-                    raise self._endless(True, cap, 0, 0)
-                yield chunk
-
-        async for data in event_data(capped()):
+        async for data in event_data(stream_limits.capped(response, cap, self.base_url)):
             if data == b"[DONE]":
                 continue
             event = self._json_object(data)
@@ -273,8 +241,8 @@ class OpenAICompatibleProvider:
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         url, payload = self._sending(self._payload(request, stream=True))
         answered = False
-        allowed_s = self.timeout_s + SECONDS_PER_TOKEN * request.max_tokens
-        deadline, cap, received = time.monotonic() + allowed_s, stream_byte_cap(request.max_tokens), 0
+        allowed_s = self.timeout_s + stream_limits.SECONDS_PER_TOKEN * request.max_tokens
+        deadline, cap, received = time.monotonic() + allowed_s, stream_limits.byte_cap(request.max_tokens), 0
         try:
             async with self._client.stream("POST", url, content=chat_body(payload), headers=JSON) as response:
                 answered = True
@@ -293,7 +261,8 @@ class OpenAICompatibleProvider:
                 async for chunk in chunks:  # a chunk a token, mostly: read here, with no iterator between
                     received += len(chunk)
                     if received > cap or time.monotonic() > deadline:
-                        raise self._endless(received > cap, cap, allowed_s, request.max_tokens)
+                        raise stream_limits.endless(self.base_url, received > cap, cap, allowed_s,
+                                                    request.max_tokens)
                     for delta in self._deltas(split.feed(chunk), seen):
                         yield delta
                     if seen.done:
@@ -305,19 +274,6 @@ class OpenAICompatibleProvider:
                     self._ended(response, seen)
         except httpx.HTTPError as error:  # cut mid-reply, or no reply at all (reconnect.py tried twice)
             raise self._transport_error(error, streaming=answered) from error
-
-    def _endless(self, too_long: bool, cap: int, allowed_s: float, max_tokens: int) -> ProviderError:
-        """A stream stopped for going on past what its request allows."""
-        log.warning("stream stopped base_url=%s reason=%s", self.base_url, "size" if too_long else "deadline")
-        if too_long:
-            return MalformedStream(
-                f"The reply from {self.base_url} went past {cap // 1024} KB, far more than the tokens "
-                "it was allowed (maxOutputTokens) take: Margin stopped reading it. Nothing was "
-                "applied; check the model server.", base_url=self.base_url)
-        return BackendTimeout(
-            f"The reply from {self.base_url} was still arriving after {allowed_s:g} s (timeoutS plus "
-            f"{SECONDS_PER_TOKEN:g} s for each of {max_tokens} tokens): Margin stopped it. Nothing was "
-            "applied; check the model server, or raise timeoutS.", timeout_s=allowed_s, base_url=self.base_url)
 
     def _reply_from_json(self, body: bytes) -> ChatReply:
         """A whole (non-streamed) chat completion."""

@@ -76,8 +76,7 @@ class SQLiteThreadStore:
 
     def __init__(self, path: Path, *, own_folder: bool = False) -> None:
         self.path = path
-        self.own_folder = own_folder
-        """the folder holds Margin's files alone (its data folder): kept 0700 (adapters.private_files)"""
+        self.own_folder = own_folder  # Margin's data folder: kept 0700 (adapters.private_files)
         self._db: aiosqlite.Connection | None = None
         self._writing = asyncio.Lock()
         self._opening = asyncio.Lock()
@@ -96,13 +95,10 @@ class SQLiteThreadStore:
                 await self._open()
 
     async def _open(self) -> None:
+        db = None
         try:
             private_files.folder(self.path.parent, own=self.own_folder)
             private_files.sqlite_file(self.path)
-        except OSError as error:
-            raise StoreUnavailable(explain(self.path, error)) from None
-        db = None
-        try:
             db = await aiosqlite.connect(self.path, isolation_level=None)
             mode = await sqlite_schema.prepare(db)
         except (sqlite3.Error, OSError) as error:

@@ -20,7 +20,6 @@ in margin.core.api_keys.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -31,16 +30,21 @@ from pydantic.alias_generators import to_camel
 from margin.core import settings_places as places
 from margin.core.api_keys import KeyRoute
 from margin.core.settings_fields import (
+    DEFAULT_CODE_ACTIONS,
+    DEFAULT_INSTRUCTION_FILES,
     LOWER,
     MODEL_CONFIG,
     TURN_OFF,
     TURN_ON,
     USER_ONLY,
     BaseUrl,
+    CodeActionPreset,
     ContextWindow,
     OptionalName,
     Tokenizer,
     WorkspaceRule,
+    json_names,
+    json_text,
     workspace_rule,
 )
 
@@ -159,52 +163,6 @@ def made_for_next_edits(model: str | None) -> bool:
     return any(name in (model or "").lower() for name in NEXT_EDIT_MODELS)
 
 
-class CodeActionPreset(BaseModel):
-    """A code action offered on every non-empty selection: `Margin: <title>`."""
-
-    model_config = MODEL_CONFIG
-
-    title: Annotated[str, Field(min_length=1, max_length=80)]
-    instruction: Annotated[str, Field(min_length=1)]
-
-
-DEFAULT_CODE_ACTIONS: tuple[CodeActionPreset, ...] = (
-    CodeActionPreset(title="Add docstring", instruction=(
-        "Add a docstring (or this language's usual documentation comment) to the code. "
-        "Change nothing else.")),
-    CodeActionPreset(title="Explain with comments", instruction=(
-        "Add brief comments that explain what the code does and why. Do not change the code itself.")),
-    CodeActionPreset(title="Simplify", instruction="Simplify the code without changing what it does."),
-)
-
-
-DEFAULT_INSTRUCTION_FILES: tuple[str, ...] = ("AGENTS.md", ".margin/instructions.md", "CLAUDE.md",
-                                              ".github/copilot-instructions.md")
-
-
-def _json_names(value: Any) -> Any:
-    """A list of names given as text (an environment variable): JSON, or comma-separated."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                return json.loads(text)
-            except ValueError:
-                raise ValueError("must be a JSON list of file names, or names separated by commas") from None
-        return tuple(name.strip() for name in text.split(",") if name.strip())
-    return value
-
-
-def _json_text(value: Any) -> Any:
-    """A list given as text (an environment variable) is read as JSON."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            raise ValueError("must be a JSON list of {\"title\", \"instruction\"} objects") from None
-    return value
-
-
 class GlobalSettings(BaseModel):
     """Settings that belong to no profile."""
 
@@ -224,7 +182,7 @@ class GlobalSettings(BaseModel):
         "editors that support it."))] = False
     apply_edit_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=(
         "Seconds to wait for the editor to answer `workspace/applyEdit`."))] = 30.0
-    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(_json_text), Field(json_schema_extra=USER_ONLY, description=(
+    code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS
     completion_menu: Annotated[bool, Field(json_schema_extra=TURN_OFF, description=(
@@ -235,7 +193,7 @@ class GlobalSettings(BaseModel):
         "While next-edit suggestions are on: after a pause this long in typing, Margin asks for "
         "the next edit at the last change, so that it is ready when the editor asks. 0: only "
         "when the editor asks."))] = 400
-    instruction_files: Annotated[tuple[str, ...], BeforeValidator(_json_names), Field(json_schema_extra=USER_ONLY, description=(
+    instruction_files: Annotated[tuple[str, ...], BeforeValidator(json_names), Field(json_schema_extra=USER_ONLY, description=(
         "Project instruction files shown to chat and edit-ops, nearest the active file last. A "
         "name without a slash is looked for in every folder from the workspace folder down to "
         "the active file's; a path with a slash only under the workspace folder. Files outside "

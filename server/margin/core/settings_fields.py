@@ -1,9 +1,11 @@
 """The kinds of value a setting takes, checked as pydantic checks them (a base URL, a tokenizer
-name, a context window, an optional name), the configuration every settings model shares, and
-the mark every setting carries of what workspace settings may do with it (`from_workspace`)."""
+name, a context window, an optional name, a code-action preset, lists given as text), their
+built-in lists, the configuration every settings model shares, and the mark every setting carries
+of what workspace settings may do with it (`from_workspace`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -105,3 +107,49 @@ def user_only_fields(model: type[BaseModel]) -> tuple[str, ...]:
 MODEL_CONFIG = ConfigDict(
     extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
 )
+
+
+class CodeActionPreset(BaseModel):
+    """A code action offered on every non-empty selection: `Margin: <title>`."""
+
+    model_config = MODEL_CONFIG
+
+    title: Annotated[str, Field(min_length=1, max_length=80)]
+    instruction: Annotated[str, Field(min_length=1)]
+
+
+DEFAULT_CODE_ACTIONS: tuple[CodeActionPreset, ...] = (
+    CodeActionPreset(title="Add docstring", instruction=(
+        "Add a docstring (or this language's usual documentation comment) to the code. "
+        "Change nothing else.")),
+    CodeActionPreset(title="Explain with comments", instruction=(
+        "Add brief comments that explain what the code does and why. Do not change the code itself.")),
+    CodeActionPreset(title="Simplify", instruction="Simplify the code without changing what it does."),
+)
+
+
+DEFAULT_INSTRUCTION_FILES: tuple[str, ...] = ("AGENTS.md", ".margin/instructions.md", "CLAUDE.md",
+                                              ".github/copilot-instructions.md")
+
+
+def json_names(value: Any) -> Any:
+    """A list of names given as text (an environment variable): JSON, or comma-separated."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("must be a JSON list of file names, or names separated by commas") from None
+        return tuple(name.strip() for name in text.split(",") if name.strip())
+    return value
+
+
+def json_text(value: Any) -> Any:
+    """A list given as text (an environment variable) is read as JSON."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError("must be a JSON list of {\"title\", \"instruction\"} objects") from None
+    return value

@@ -1,11 +1,12 @@
 ;;; chat_editops.el --- chat and edit-ops from Emacs with client-emacs/margin.el  -*- lexical-binding: t; -*-
-;; Settings from `eglot-workspace-configuration' (the project's .dir-locals.el), then with the
+;; Settings from `eglot-workspace-configuration' (the project's .dir-locals.el: they may only
+;; narrow what the user set, here edit-ops' window lowered to 6000 tokens), then with the
 ;; commands of client-emacs/margin.el: `margin-chat', `margin-explain', `margin-edit' and
 ;; `margin-apply' (eglot asks before the edit, as its default does, and is answered yes), and a
 ;; second proposal refused as stale after the buffer was edited in its region — by
 ;; `margin-apply' and by the command margin.applyOps — leaving the buffer as it was.
 ;; Environment: MARGIN_EMACS_FILE, MARGIN_EMACS_CLIENT (the folder of margin.el),
-;; MARGIN_EMACS_MODEL (the chat model .dir-locals.el sets), MARGIN_EMACS_OUT.
+;; MARGIN_EMACS_OUT.
 
 (load (expand-file-name "harness.el" (file-name-directory load-file-name)) nil t)
 (margin-h-watchdog 240)
@@ -19,10 +20,11 @@
     (setq buffer (margin-h-open (getenv "MARGIN_EMACS_FILE")))
     (with-current-buffer buffer
       (margin-h-put 'workspace_configuration (eglot--workspace-configuration-plist (eglot-current-server)))
-      ;; Margin pulls the `margin' section at start-up: wait until the chat profile uses it.
-      (margin-h-wait "the chat model from eglot-workspace-configuration"
-                     (lambda () (equal (plist-get (plist-get (plist-get (margin-status) :profiles) :chat) :model)
-                                       (getenv "MARGIN_EMACS_MODEL"))))))
+      ;; Margin pulls the `margin' section at start-up: wait until edit-ops' window is lowered by it.
+      (margin-h-wait "edit-ops' window from eglot-workspace-configuration"
+                     (lambda () (equal (plist-get (plist-get (plist-get (margin-status) :profiles) :chatOps)
+                                                  :contextWindow)
+                                       6000)))))
   (margin-h-step "chat"
     (with-current-buffer buffer
       (let ((result (margin-chat "What does total do? 😀")))

@@ -633,7 +633,7 @@ def endless(piece: str, chunk_delay_s: float = 0.0):
 
 async def test_a_reply_that_never_ends_is_stopped_at_its_size_cap(fake):
     """Fast and for ever: stopped once it passes what its max_tokens could take, memory bounded."""
-    from margin.adapters.openai_http import stream_byte_cap
+    from margin.adapters.stream_limits import byte_cap as stream_byte_cap
 
     fake.script(endless("x" * 200))
     provider = OpenAICompatibleProvider(fake.base_url, timeout_s=30)
