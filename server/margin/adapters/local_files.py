@@ -44,11 +44,7 @@ class LocalFolderFiles:
         return workspace_scan.ignored(self.root, file_id)
 
     def inside(self, file_id: str) -> bool:
-        real_root, real = os.path.realpath(self.root), os.path.realpath(self.root / file_id)
-        try:
-            return os.path.commonpath([real_root, real]) == real_root
-        except ValueError:
-            return False
+        return workspace_read.inside(self._real_root, os.path.realpath(self.root / file_id))
 
 
 def why_not_indexed(root: Path) -> str | None:
