@@ -89,9 +89,10 @@ async def _doctor(args: argparse.Namespace) -> int:
         if probes:
             app.probe_findings.save([found.finding() for found in probes if found.reachable])
     search = await search_if_needed(reports, find_local_servers, ports, always=args.scan)
+    guarded = await _sandbox_said()
     if args.json:
         print(json.dumps({"version": __version__, "settingsFrom": settings_from,
-                          "profiles": [r.as_dict() for r in reports],
+                          "profiles": [r.as_dict() for r in reports], "sandbox": guarded,
                           "localServers": search.as_dict() if search else None,
                           **({"probes": [p.as_dict() for p in probes], "probesKept": str(kept)}
                              if probes is not None else {})}, indent=2))
@@ -102,7 +103,19 @@ async def _doctor(args: argparse.Namespace) -> int:
             print(f"Kept in {kept}: the language server takes its completion route and tool use from it.")
         if search:
             print("\n" + "\n".join(render_search(search)))
+        print("\n" + guarded["describe"])
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
+
+
+async def _sandbox_said() -> dict[str, object]:
+    """The protection model-written code runs under (margin.adapters.sandbox), for the doctor."""
+    from margin.adapters import sandbox
+
+    try:
+        chosen = await asyncio.to_thread(sandbox.protection)
+    except sandbox.SandboxError as error:
+        return {"name": None, "kept": [], "describe": f"sandbox: {error}"}
+    return {"name": chosen.name, "kept": sorted(chosen.kept), "describe": chosen.describe()}
 
 
 def render_probes(probes: Sequence[Probe]) -> list[str]:

@@ -88,6 +88,17 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def _sandbox() -> str:
+    """The protection model-written code runs under (margin.adapters.sandbox), said before any
+    runs; an error when MARGIN_SANDBOX asks for one that cannot run here."""
+    from margin.adapters import sandbox as sandboxed
+
+    try:
+        return sandboxed.protection().describe()
+    except sandboxed.SandboxError as error:
+        raise CliError(str(error)) from None
+
+
 @asynccontextmanager
 async def _eval_app(args: argparse.Namespace, profile: str) -> AsyncIterator[tuple[MarginApp, Path]]:
     """Margin for the run: the profile (`COMPLETION`, `CHAT_OPS`) on the endpoint asked for, at
@@ -149,11 +160,12 @@ async def _completion(args: argparse.Namespace) -> int:
     done = {(row.set, row.task_id): row for row in previous}
     remaining = [(name, problem) for name, problem in chosen if (name, problem.task_id) not in done]
     direct_route = args.direct_route or next((r.direct.route for r in previous if r.margin.route), None)
+    protection = _sandbox()
     async with _eval_app(args, "COMPLETION") as (app, folder):
         run = completion_eval.CompletionEval(app, folder, direct_route, args.check_time)
         print(f"{len(remaining)} problems · {run.endpoint.base_url} · Margin's route, then the direct call"
-              + (f" ({len(chosen) - len(remaining)} done before, in {args.results})" if previous else ""),
-              file=sys.stderr)
+              + (f" ({len(chosen) - len(remaining)} done before, in {args.results})" if previous else "")
+              + f"\n{protection}", file=sys.stderr)
         def checked(row: completion_eval.Row) -> None:
             if args.results:
                 completion_eval.append_result(args.results, row)
@@ -178,10 +190,11 @@ async def _edits(args: argparse.Namespace) -> int:
         chosen = [known[slug] for slug in dict.fromkeys(args.exercise)]
     else:
         chosen = exercism.sample(exercises, args.limit, args.seed)
+    protection = _sandbox()
     async with _eval_app(args, "CHAT_OPS") as (app, folder):
         run = edits_eval.EditsEval(app, folder, args.tries, args.check_time)
-        print(f"{len(chosen)} exercises · {run.endpoint.base_url} · Margin's edit-ops, then the direct call",
-              file=sys.stderr)
+        print(f"{len(chosen)} exercises · {run.endpoint.base_url} · Margin's edit-ops, then the direct call"
+              f"\n{protection}", file=sys.stderr)
         rows = await run.run(chosen, _progress(5))
     if args.results:
         edits_eval.write_results(args.results, rows)

@@ -42,6 +42,18 @@ def test_doctor_reports_a_ready_backend(fake):
     assert "tokenizer       llama.cpp (exact)" in result.stdout
     assert "completion  (disabled)" in result.stdout
     assert "All 3 enabled profiles are ready." in result.stdout
+    assert "\nsandbox: bubblewrap: no environment but the variables it is given;" in result.stdout
+
+
+def test_doctor_says_what_the_sandbox_keeps_from_model_code_and_what_not(fake):
+    env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_SANDBOX": "launcher"}
+    said = margin("doctor", env=env)
+    assert "\nsandbox: launcher: " in said.stdout and "NOT kept from model-written code: " in said.stdout
+    assert "the network" in said.stdout.split("NOT kept")[1]
+    report = json.loads(margin("doctor", "--json", env=env).stdout)["sandbox"]
+    assert report["name"] == "launcher" and "network" not in report["kept"] and "processes" in report["kept"]
+    wrong = margin("doctor", env={**env, "MARGIN_SANDBOX": "docker"})
+    assert "sandbox: MARGIN_SANDBOX is 'docker': expected auto, bubblewrap or launcher" in wrong.stdout
 
 
 def test_doctor_json_and_settings_file(fake, tmp_path):

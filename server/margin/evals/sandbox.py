@@ -1,34 +1,34 @@
-"""Model-written code run apart from Margin: a program checked in a subprocess of its own, with
-a time limit, and judged passed only when its checks ran to the end.
+"""Model-written code checked: a program run in Margin's sandbox (margin.adapters.sandbox:
+bubblewrap where the machine has it, else a launcher that keeps less; `protection()` says which,
+and `margin eval` prints it), with a time limit, and judged passed only when its checks ran to
+the end.
 
 Each program runs in a fresh interpreter (`python -I`: no user site, no PYTHON* variables, the
-script's folder not on sys.path), in a new session (the whole process group is killed at the
-time limit), in an empty temporary folder that is its working directory and is removed after,
-with an environment of PATH alone (no API key or other secret reaches it) and with limits on
-memory, CPU seconds, file size and open files (set by the harness before the code runs).
-Standard input is closed; its output goes to files held to the size limit.
+script's folder not on sys.path), in an empty temporary folder that is its working directory and
+is removed after, with an environment of PATH alone and with limits on memory, CPU seconds, file
+size and open files (set by the harness before the code runs). Standard input is closed; its
+output goes to files held to the size limit. Every process it starts has ended when check()
+returns.
 
 A program "passes" when the harness prints a token it alone knows after the checks returned: a
 completion that calls `exit(0)`, `os._exit(0)` or raises SystemExit before the checks finish
 fails, as one that loops or sleeps past the limit does. The token is read from the harness's
 first line and kept out of the namespace the checked code runs in. This guards against code
-that ends early by mistake, not against code written to escape a sandbox: that needs an OS
-sandbox (a container, or a user with no rights), which `margin eval` leaves to the user's
-machine, and says so.
+that ends early by mistake; what keeps code written to escape from the user's secrets, files,
+network and machine is the sandbox.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
-import signal
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from margin.adapters import sandbox as sandboxed
 
 TIME_LIMIT_S = 10.0
 """a HumanEval check takes well under a second; a loop is stopped at this"""
@@ -93,26 +93,19 @@ async def check(program: str, time_limit_s: float = TIME_LIMIT_S, files: Mapping
         (where / "harness.py").write_text(_harness(time_limit_s), encoding="utf-8")
         out, err = _outputs(where)
         with out, err:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-B", str(where / "harness.py"), str(where / "checked.py"), token,
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, cwd=where,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, start_new_session=True)
-        try:
-            await asyncio.wait_for(process.wait(), time_limit_s)
-        except TimeoutError:
-            _kill_group(process.pid)
-            await process.wait()
+            finished = await sandboxed.run(
+                sandboxed.python_argv(str(where / "harness.py"), str(where / "checked.py"), token), where,
+                time_limit_s=time_limit_s, stdout=out, stderr=err)
+        if finished.timed_out:
             return Verdict(False, "timed out", f"stopped after {time_limit_s:g} s")
-        finally:
-            _kill_group(process.pid)  # whatever it left running
         printed, errors = _tail(where / "out"), _tail(where / "err")[-OUTPUT_KEPT:]
-    last = _last_line(errors)
-    if process.returncode is not None and process.returncode < 0:
-        return Verdict(False, "crashed", f"killed by signal {-process.returncode}", errors)
-    if printed.rstrip("\n").endswith("\n" + token) and process.returncode == 0:
+    last, returncode = _last_line(errors), finished.returncode
+    if returncode < 0:
+        return Verdict(False, "crashed", f"killed by signal {-returncode}", errors)
+    if printed.rstrip("\n").endswith("\n" + token) and returncode == 0:
         return Verdict(True, "passed", output=errors)
-    if process.returncode == 0 or "SystemExit" in last or not last:
-        return Verdict(False, "exited", last or f"exit status {process.returncode} before its checks ended", errors)
+    if returncode == 0 or "SystemExit" in last or not last:
+        return Verdict(False, "exited", last or f"exit status {returncode} before its checks ended", errors)
     return Verdict(False, "failed", last, errors)
 
 
@@ -127,13 +120,6 @@ def _tail(path: Path) -> str:
         written.seek(0, os.SEEK_END)
         written.seek(max(0, written.tell() - 4 * OUTPUT_KEPT))
         return written.read().decode("utf-8", "replace")
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _last_line(text: str) -> str:

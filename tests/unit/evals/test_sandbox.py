@@ -55,7 +55,7 @@ async def test_no_secret_reaches_the_program_and_it_runs_in_a_folder_of_its_own(
     monkeypatch.chdir(tmp_path)
     program = ("import os, sys\n"
                "assert 'OPENAI_API_KEY' not in os.environ, 'the key reached the program'\n"
-               "assert set(os.environ) <= {'PATH', 'LC_CTYPE'}, sorted(os.environ)\n"
+               "assert set(os.environ) <= {'PATH', 'LC_CTYPE', 'PWD'}, sorted(os.environ)\n"
                f"assert os.getcwd() != {str(tmp_path)!r}\n"
                "open('left_behind.txt', 'w').write('x')\n"
                "assert sys.flags.isolated\n")
