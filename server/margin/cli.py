@@ -103,7 +103,7 @@ async def _doctor(args: argparse.Namespace) -> int:
             print(f"Kept in {kept}: the language server takes its completion route and tool use from it.")
         if search:
             print("\n" + "\n".join(render_search(search)))
-        print("\n" + guarded["describe"])
+        print(f"\n{guarded['describe']}")
     return 1 if any(r.enabled and (not r.reachable or r.error) for r in reports) else 0
 
 

@@ -169,3 +169,33 @@ async def test_show_requests_puts_the_exact_request_in_the_editors_log_only(fake
     assert json.loads(body) == fake.requests[0]
     assert after == shown  # turned off: the second request is not shown
     assert "the secret question" not in log_file.read_text()  # Margin's own log stays metadata only
+
+
+async def test_a_file_or_selection_that_can_never_fit_is_never_counted(fake, tmp_path):
+    """A 20 MB minified bundle open beside the chat, counted by llama.cpp's /tokenize: what cannot
+    fit the window even at the longest token (core/tokens/counter.py, `fewest_tokens`) is never
+    sent to be counted. The bundle as the open file is dropped and the chat answered; selected,
+    it makes the turn over budget at once, with a message that says how large, and no model call."""
+    bundle = "function(a,b){return a+b};" * 800_000
+    uri = f"{WS}/app.min.js"
+    counted: list[int] = []
+
+    def tokenize(body: dict) -> dict:
+        counted.append(len(body.get("content", "")))
+        return {"tokens": list(range(len(body.get("content", "")) // 3 + 1))}
+    fake.tokenize = tokenize
+    fake.script(reply("It adds."))
+    async with start(fake, tmp_path, MARGIN_CHAT_TOKENIZER="auto") as client:
+        open_doc(client, uri, bundle, language="javascript")
+        answered = await request(client, "margin/chat", {"message": "what is this", "textDocument": {"uri": uri},
+                                                         "position": {"line": 0, "character": 10}})
+        selected = await request(client, "margin/chat", {
+            "message": "explain", "textDocument": {"uri": uri},
+            "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": len(bundle)}}})
+    assert answered["reply"] == "It adds." and answered["budget"]["tokenizer"]["name"] == "llama.cpp"
+    files = next(s for s in answered["budget"]["sections"] if s["name"] == "files")
+    assert files["kept"] == 0 and files["dropped"], files
+    assert counted and max(counted) < 100_000, counted  # the bundle never went to /tokenize
+    assert selected["reply"] == "" and len(fake.requests) == 1  # no second model call
+    assert selected["message"].startswith("Too large to send: your message and selection are 20,800,0")
+    assert "at least 81,25" in selected["message"] and "context window is 8,192 tokens" in selected["message"]

@@ -229,3 +229,21 @@ async def test_the_edit_profile_turned_off_offers_nothing(fake, tmp_path):
     async with start(fake, tmp_path, MARGIN_EDIT_ENABLED="false") as client:
         open_doc(client, A, TEXT)
         assert await actions(client) == []
+
+
+async def test_a_selection_that_can_never_fit_is_refused_before_any_count(fake, tmp_path):
+    """20 MB selected (a minified bundle) with llama.cpp counting: refused at the cost of its
+    length (it cannot fit the window even at the longest token), saying how large; nothing is
+    sent to /tokenize or to the model."""
+    bundle = "// margin: make it shorter\n" + "function(a,b){return a+b};" * 800_000 + "\n"
+    counted: list[int] = []
+    fake.tokenize = lambda body: counted.append(len(body.get("content", ""))) or {"tokens": [1]}
+    async with start(fake, tmp_path, MARGIN_EDIT_TOKENIZER="llama.cpp") as client:
+        open_doc(client, A, bundle, version=1)
+        whole = {"start": {"line": 0, "character": 0}, "end": {"line": 2, "character": 0}}
+        (comment, *_) = await actions(client, whole)
+        with pytest.raises(JsonRpcException, match=r"Too large to send: the selection is 20,800,0\d\d characters, "
+                                                   r"at least 81,25\d tokens with any tokenizer") as failed:
+            await lsp(client, "codeAction/resolve", comment, types.CodeAction)
+        assert failed.value.code == -32803
+    assert fake.requests == [] and all(n < 100_000 for n in counted), counted

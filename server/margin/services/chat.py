@@ -23,7 +23,7 @@ from margin.core.budget import BudgetReport, SystemPromptTooLarge, Window
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
 from margin.core.threads import Message, NewMessage, Thread
-from margin.core.tokens.counter import TokenCounter
+from margin.core.tokens.counter import TokenCounter, fewest_tokens
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
@@ -190,26 +190,36 @@ class ChatService:
     async def _prepare(self, ask: Ask, profile: Profile, tools: bool) -> Prepared:
         counter = profile.counter
         tokenizer = counter.name
+        newest = self.newest_text(ask)
         async with self.threads.reading():  # one look for other writers, not one a read
             thread = await self.threads.thread_for(ask.where)
             history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
-            job = Job(self, ask, profile, history, self.candidate_files(ask), self.newest_text(ask), tools)
+            job = Job(self, ask, profile, history, self.candidate_files(ask), newest, tools)
             chat = ChatInput(history, await gather(job))
         shown = shown_history(chat)  # not the turns folded into the summary: no prompt shows them
         known = {m.content: m.tokens[tokenizer] for m in shown if tokenizer in m.tokens}
-        await self._count(texts_to_count(chat, shown), known, counter)
+        await self._count(texts_to_count(chat, shown), known, counter, profile.window)
         chat = counted(chat, known.__getitem__)  # e.g. the pointers the thread may show
-        await self._count(texts_to_count(chat, ()), known, counter)  # the sources' new texts
+        await self._count(texts_to_count(chat, ()), known, counter, profile.window)  # the sources' new texts
         framing = await framing_tokens(counter)
         assembly, counted_tokens = await fit_prompt(
             lambda room: assemble_chat(chat, known.__getitem__,
                                        Window(room, profile.max_output_tokens, tokenizer, counter.exact, framing)),
             counter, profile.window)
+        if (fewest := fewest_tokens(newest)) > profile.window:  # it was never counted (_count)
+            what = "your message and selection are" if newest != ask.message else "your message is"
+            assembly.plan.over_budget = (
+                f"Too large to send: {what} {len(newest):,} characters, at least {fewest:,} tokens with any "
+                f"tokenizer, and the {profile.name} profile's context window is {profile.window:,} tokens.")
         return Prepared(profile, thread, assembly, job.newest, ask.message, counted_tokens, job.files, history, ask)
 
     @staticmethod
-    async def _count(texts: Sequence[str], known: dict[str, int], counter: TokenCounter) -> None:
-        """Count the texts not yet known, in one batch."""
+    async def _count(texts: Sequence[str], known: dict[str, int], counter: TokenCounter, window: int) -> None:
+        """Count the texts not yet known, in one batch. A text that cannot fit the window with
+        any tokenizer (a 20 MB file) is not counted: it is taken at that lower bound, and dropped."""
+        for text in texts:
+            if text not in known and (fewest := fewest_tokens(text)) > window:
+                known[text] = fewest
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
             known.update(zip(missing, await counter.count_texts(missing)))

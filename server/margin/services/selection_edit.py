@@ -32,6 +32,7 @@ from margin.core.selection_edit import (
     fix_instruction,
     fixed_texts,
 )
+from margin.core.tokens.counter import fewest_tokens
 from margin.core.vfs import Position, Range, VirtualFile
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
@@ -162,6 +163,11 @@ class SelectionEditService:
         region = edit_region(base.text, start, end, comment)
         profile = await resolve_profile(app, PROFILE, settings)
         window, counter = profile.window, profile.counter
+        if (fewest := fewest_tokens(region.shown)) > window:  # never counted: it cannot fit
+            raise SelectionEditError(
+                f"Too large to send: the selection is {len(region.shown):,} characters, at least {fewest:,} tokens "
+                f"with any tokenizer, and the edit profile's context window is {window:,} tokens. Select less code, "
+                "or use a model with a larger window for the edit profile.")
         reach = max(window - profile.max_output_tokens, 0) * CONTEXT_CHARS_PER_TOKEN
         before = base.text[: region.start]
         if len(before) > reach:  # from the first whole line within reach

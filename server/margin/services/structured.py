@@ -10,6 +10,7 @@ that does not follow the schema — is one `AnswerFailed` whose message says wha
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from margin.core.answer_schema import answer_schema
 from margin.core.budget import Plan
 from margin.core.editops import ReplyRejected, parse_answer
 from margin.core.llm import BackendHTTPError, ChatMessage, ContextTooLarge, ProviderError
-from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter
+from margin.core.tokens.counter import TOOLS_OVERHEAD, LocalCounter, TokenCounter, off_loop
 from margin.services.chat_tools import ToolsRefused, refuses_tools
 from margin.services.errors import RequestError
 from margin.services.profile import Profile
@@ -79,10 +80,11 @@ async def sync_count(counter: TokenCounter, texts: Sequence[str], code: Sequence
 async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int) -> tuple[A, int]:
     """Assemble for the window, count the prompt whole, and if framing the estimate could not
     see makes it larger than the limit, assemble again with that much less room (a few rounds
-    at most). The report keeps the real window and limit."""
+    at most). The report keeps the real window and limit. Assembly runs in a counting thread
+    (it may count: a selection edit's trimmers), never holding the event loop."""
     room = window
     for _ in range(FIT_ROUNDS):
-        assembly = assemble(room)
+        assembly = await off_loop(functools.partial(assemble, room))
         if room == window:
             limit = assembly.plan.limit
         tools = getattr(assembly, "tools", ())  # a chat prompt may offer tools: they count too

@@ -10,17 +10,46 @@ is asynchronous and lives in adapters/.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from margin.core.llm import ChatMessage
 from margin.core.text_memo import TextMemo
 from margin.core.tokens.bound import token_bound
 from margin.core.tokens.cuts import LineCuts
+
+T = TypeVar("T")
+
+LONGEST_TOKEN_BYTES = 256
+"""No vocabulary Margin counts with has a token longer than this many bytes (o200k_base's and
+cl100k_base's longest are 128, the token bound's table's 31: tests/unit/core/tokens/test_fewest.py),
+so a text of n characters (at least n bytes) costs at least n / 256 tokens with any of them."""
+OFF_LOOP_CHARS = 64 * 1024
+"""Texts not counted yet of more characters than this, in one call, are counted in a worker
+thread: a request's counting never holds the event loop (and every other request) for long."""
+
+
+COUNTING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="margin-count")
+"""the worker threads counting and assembly run in: of their own, so that they never wait behind
+background work (the retrieval index's) in the default executor"""
+
+
+async def off_loop(work: Callable[[], T]) -> T:
+    """`work()` in a counting thread."""
+    return await asyncio.get_running_loop().run_in_executor(COUNTING, work)
+
+
+def fewest_tokens(text: str) -> int:
+    """Tokens `text` costs at least, with any tokenizer: a check at the cost of a length, before
+    any counting, of what can never fit a window."""
+    return len(text) // LONGEST_TOKEN_BYTES
 
 
 class TokenCounter(ABC):
@@ -52,6 +81,8 @@ class CountCache:
         self._counts: OrderedDict[bytes, int] = OrderedDict()
         self._max = max_entries
         self._front: TextMemo[int] = TextMemo(front_chars)
+        self._lock = threading.Lock()
+        """counting may run in a worker thread (LocalCounter) while the loop counts too"""
         self.hits = 0
         self.misses = 0
 
@@ -65,20 +96,27 @@ class CountCache:
             self.hits += 1
             return found
         key = self.key(text)
-        found = self._counts.get(key)
-        if found is None:
-            self.misses += 1
-            return None
-        self._counts.move_to_end(key)
-        self.hits += 1
-        self._front.put(text, found)
+        with self._lock:
+            found = self._counts.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._counts.move_to_end(key)
+            self.hits += 1
+            self._front.put(text, found)
         return found
 
     def put(self, text: str, count: int) -> None:
-        self._counts[self.key(text)] = count
-        if len(self._counts) > self._max:
-            self._counts.popitem(last=False)
-        self._front.put(text, count)
+        key = self.key(text)
+        with self._lock:
+            self._counts[key] = count
+            if len(self._counts) > self._max:
+                self._counts.popitem(last=False)
+            self._front.put(text, count)
+
+    def unknown_chars(self, texts: Sequence[str]) -> int:
+        """Characters of the texts whose counts are not held (by the text itself: a cheap look)."""
+        return sum(len(text) for text in texts if self._front.get(text) is None)
 
     def get_or_count(self, text: str, count: Callable[[str], int]) -> int:
         found = self._front.get(text)  # most texts of a prompt: `get`'s first step, inline
@@ -145,6 +183,8 @@ class LocalCounter(TokenCounter):
         return self.cache.get_or_count(text, self._encode_len)
 
     async def count_texts(self, texts: Sequence[str]) -> list[int]:
+        if self.cache.unknown_chars(texts) > OFF_LOOP_CHARS:
+            return await off_loop(lambda: [self.count(text) for text in texts])
         return [self.count(text) for text in texts]
 
     def count_chat_now(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
@@ -153,6 +193,8 @@ class LocalCounter(TokenCounter):
         return tool_prompt_tokens(messages, tools, self.framing, self.count)
 
     async def count_chat(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> int:
+        if self.cache.unknown_chars([m.content for m in messages]) > OFF_LOOP_CHARS:
+            return await off_loop(lambda: self.count_chat_now(messages, tools))
         return self.count_chat_now(messages, tools)
 
 
