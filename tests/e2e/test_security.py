@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from tests.conftest import until
 from tests.e2e.lsp_client import margin_client, open_doc, request
@@ -188,3 +189,54 @@ async def until_status(client, condition) -> dict:
     while not condition(status := await request(client, "margin/status", {})):
         pass
     return status
+
+
+async def test_margins_files_are_the_users_alone(fake, tmp_path):
+    """The thread database, its journals and the retrieval index hold the user's code and
+    conversations: through the real server, every file Margin makes is 0600 and every folder
+    0700, under a process umask that would make them world-readable; a database made readable
+    before is made private when opened (the folder the user put it in stays theirs to set)."""
+    import os
+    import stat
+
+    from tests.e2e.test_lsp_retrieval import ready, workspace
+
+    root = workspace(tmp_path)
+    data = tmp_path / "data" / "margin"
+    earlier = tmp_path / "earlier" / "threads.db"
+    earlier.parent.mkdir()
+    earlier.write_bytes(b"")
+    os.chmod(earlier, 0o644)
+    fake.script(reply("Noted."), reply("Noted."))
+    old = os.umask(0o022)
+    try:
+        for database in (data / "threads.db", earlier):
+            async with margin_client(env=env(fake, tmp_path, MARGIN_DATABASE=str(database)), root=root) as client:
+                await ready(client, root)
+                await chat(client, root)
+                made = [*database.parent.rglob("*"), *([database.parent] if database != earlier else [])]
+                assert any(p.name.endswith("-wal") for p in made) and any(p.suffix == ".db" for p in made), made
+                for path in made:
+                    mode = stat.S_IMODE(path.stat().st_mode)
+                    assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    finally:
+        os.umask(old)
+    assert list((data / "index").glob("*.db")), "the retrieval index was stored beside the database"
+    assert stat.S_IMODE(earlier.parent.stat().st_mode) == 0o755
+
+
+async def test_a_reply_streamed_for_ever_ends_with_an_error_that_names_it(fake, tmp_path):
+    """A model server that streams the same piece for ever, with no end: the chat stops at its
+    size cap (what its output limit could take), says so and why, and the server goes on."""
+    import itertools
+
+    from tests.fakes.fake_openai import Step
+
+    fake.script(Step("stream", chunks=itertools.repeat("x" * 200), finish_reason=None, send_done=False),  # type: ignore[arg-type]
+                reply("Fine now."))
+    async with margin_client(env=env(fake, tmp_path, MARGIN_CHAT_MAX_OUTPUT_TOKENS="64"), root=tmp_path) as client:
+        with pytest.raises(JsonRpcException, match=r"went past 1152 KB, far more than the tokens it was allowed "
+                                                   r"\(maxOutputTokens\) take: Margin stopped reading it"):
+            await request(client, "margin/chat", {"message": "go on"})
+        again = await request(client, "margin/chat", {"message": "and now?"})
+    assert again["reply"] == "Fine now."

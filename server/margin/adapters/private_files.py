@@ -16,9 +16,15 @@ JOURNALS = ("-wal", "-shm", "-journal")
 
 
 def folder(path: Path, *, own: bool) -> None:
-    """`path` made (parents too) with only the user able to enter the folder itself; `own`: a
-    folder only Margin uses (its data folder, the index folder), set so when it exists already."""
-    path.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+    """`path` made with only the user able to enter it, and so is every folder above it that
+    Margin makes on the way (mkdir's parents would get the umask's mode); `own`: a folder only
+    Margin uses (its data folder, the index folder), set so when it exists already."""
+    missing = [path, *(p for p in path.parents)]
+    missing = missing[: next((i for i, p in enumerate(missing) if p.exists()), len(missing))]
+    for step in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another server made it meanwhile
+            step.mkdir(mode=FOLDER_MODE)
+            _chmod(step, FOLDER_MODE)  # the umask may have taken more than group and other
     if own:
         _chmod(path, FOLDER_MODE)
 
