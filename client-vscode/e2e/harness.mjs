@@ -187,7 +187,8 @@ async function tail(path, lines = 40) {
  * extension host is a remote one, so settings of `machine` scope (which no workspace can set) are
  * read from there, never from the user settings;
  * `env` is added to code-server's environment, so the extension host (and any language server it
- * starts) inherits it. Output goes to userDataDir/code-server.log.
+ * starts) inherits it. `trust`: VS Code's workspace trust is on (else every folder is trusted),
+ * and a folder not trusted yet opens in Restricted Mode without asking. Output goes to userDataDir/code-server.log.
  * Returns {url, port, pid, logPath, stop()}; stop() ends the whole process group and every
  * process code-server started, even one in a session of its own (a terminal's shell). A group
  * not stopped is killed when this process exits.
@@ -200,6 +201,7 @@ export async function startCodeServer({
   machineSettings = {},
   env = {},
   timeoutMs = 60_000,
+  trust = false,
 } = {}) {
   if (!workspace || !extensionsDir || !userDataDir) {
     throw new Error('startCodeServer needs workspace, extensionsDir and userDataDir');
@@ -218,7 +220,7 @@ export async function startCodeServer({
   const logFd = openSync(logPath, 'a');
   const args = [
     '--auth', 'none',
-    '--disable-workspace-trust',
+    ...(trust ? [] : ['--disable-workspace-trust']),
     '--disable-telemetry',
     '--disable-update-check',
     '--bind-addr', `127.0.0.1:${port}`,
@@ -544,14 +546,16 @@ export function serverProcesses(group, signal = null) {
  * Runs one end-to-end scenario as tests/e2e/test_vscode.py starts it: installs MARGIN_E2E_VSIX,
  * starts code-server on MARGIN_E2E_WORKSPACE with no server setting (the extension runs the
  * server it bundles), margin.defaults.baseUrl and apiKeyEnv set to MARGIN_E2E_BASE_URL and
- * MARGIN_E2E_API_KEY_ENV in the remote settings (and `settings` in the user settings), opens the
- * workbench in headless Chromium, and calls
+ * MARGIN_E2E_API_KEY_ENV in the remote settings (and `settings` in the user settings), with
+ * workspace trust on when `trust` (the workspace then opens untrusted: Restricted Mode) and the
+ * extensions of `alsoInstall` (.vsix paths) beside Margin's, opens the workbench in headless
+ * Chromium, and calls
  * `body({page, server, userDataDir, workspace, out, results, step})`. `results` (with `steps`,
  * the names given to `step`, and `ok` when `body` returned) goes to MARGIN_E2E_OUT/results.json;
  * on a failure the page is saved as vscode-failure.png there. Exits the process: 0 when `body`
  * returned, 1 when it threw, 3 after `timeoutMs`.
  */
-export async function runScenario({ settings = {}, timeoutMs = 240_000 } = {}, body) {
+export async function runScenario({ settings = {}, timeoutMs = 240_000, trust = false, alsoInstall = [] } = {}, body) {
   const env = (name) => {
     const value = process.env[name];
     if (!value) throw new Error(`${name} is not set`);
@@ -576,14 +580,17 @@ export async function runScenario({ settings = {}, timeoutMs = 240_000 } = {}, b
     const extensionsDir = join(home, 'extensions');
     const userDataDir = join(home, 'user-data');
     await installVsix(env('MARGIN_E2E_VSIX'), extensionsDir);
+    for (const vsix of alsoInstall) await installVsix(vsix, extensionsDir);
     step('installed');
     server = await startCodeServer({
       workspace,
       extensionsDir,
       userDataDir,
+      trust,
       settings: {
         'editor.minimap.enabled': false,
         'files.autoSave': 'off',
+        ...(trust ? { 'security.workspace.trust.startupPrompt': 'never', 'security.workspace.trust.enabled': true } : {}),
         ...settings,
       },
       // Settings of the `machine` scope (the model server's URL, and the variable of its key: a

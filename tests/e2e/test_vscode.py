@@ -93,7 +93,7 @@ def run_in_vs_code(scenario: str, fake, tmp_path: Path, calc: str, workspace_set
     scenario's results.json."""
     assert VSIX.exists(), "build the extension first: bash scripts/build-vscode-extension.sh"
     workspace = tmp_path / "ws"
-    workspace.mkdir()
+    workspace.mkdir(exist_ok=True)
     (workspace / "calc.py").write_text(calc)
     if workspace_settings is not None:  # as a cloned repository's .vscode/settings.json
         (workspace / ".vscode").mkdir()
@@ -216,6 +216,63 @@ def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
         assert "response_format" not in sent and "fenced code block" in sent["messages"][0]["content"]
     assert "return a" in fake.requests[0]["messages"][-1]["content"]  # the file held `return ` before
     assert "completion failed" not in (tmp_path / "margin.log").read_text()
+
+
+def python_extension_stand_in(tmp_path: Path, interpreter: Path) -> Path:
+    """A .vsix named as the Python extension (ms-python.python) whose API answers `interpreter` as
+    the folder's environment, and which runs in untrusted folders too: the real one refuses to,
+    so a stand-in that does not shows Margin's own check."""
+    import zipfile
+
+    package = {"name": "python", "publisher": "ms-python", "version": "9999.0.0", "engines": {"vscode": "^1.80.0"},
+               "main": "./extension.js", "activationEvents": ["onStartupFinished"],
+               "capabilities": {"untrustedWorkspaces": {"supported": True}}}
+    script = ("exports.activate = () => ({ environments: {\n"
+              f"  getActiveEnvironmentPath: () => ({{ id: 'folder', path: {json.dumps(str(interpreter))} }}),\n"
+              "  resolveEnvironment: async () => undefined } });\n")
+    manifest = ('<?xml version="1.0" encoding="utf-8"?>\n<PackageManifest Version="2.0.0" '
+                'xmlns="http://schemas.microsoft.com/developer/vsx-schema/2011"><Metadata><Identity Language="en-US" '
+                'Id="python" Version="9999.0.0" Publisher="ms-python"/><DisplayName>Python (stand-in)</DisplayName>'
+                '<Description xml:space="preserve">stand-in</Description><Properties><Property '
+                'Id="Microsoft.VisualStudio.Code.Engine" Value="^1.80.0"/></Properties></Metadata><Installation>'
+                '<InstallationTarget Id="Microsoft.VisualStudio.Code"/></Installation><Dependencies/><Assets><Asset '
+                'Type="Microsoft.VisualStudio.Code.Manifest" Path="extension/package.json" Addressable="true"/>'
+                '</Assets></PackageManifest>\n')
+    types = ('<?xml version="1.0" encoding="utf-8"?>\n<Types xmlns="http://schemas.openxmlformats.org/package/2006/'
+             'content-types"><Default Extension=".json" ContentType="application/json"/><Default Extension=".js" '
+             'ContentType="application/javascript"/><Default Extension=".vsixmanifest" ContentType="text/xml"/>'
+             '</Types>\n')
+    vsix = tmp_path / "python-stand-in.vsix"
+    with zipfile.ZipFile(vsix, "w") as made:
+        made.writestr("extension.vsixmanifest", manifest)
+        made.writestr("[Content_Types].xml", types)
+        made.writestr("extension/package.json", json.dumps(package))
+        made.writestr("extension/extension.js", script)
+    return vsix
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_folders_own_python_runs_the_server_only_when_the_folder_is_trusted(fake, tmp_path, trusted):
+    """The folder ships `.venv/bin/python` (any program: here one that notes it ran, then runs
+    Python), and the Python extension (a stand-in) names it as the folder's interpreter. Trusted,
+    the extension runs it (to try it, then to run the bundled server); in Restricted Mode it
+    never runs it, and the server runs on a Python from PATH."""
+    ran = tmp_path / "folder-python-ran"
+    real = shutil.which("python3", path=bare_path())
+    assert real
+    folder_python = tmp_path / "ws" / ".venv" / "bin" / "python"
+    folder_python.parent.mkdir(parents=True)
+    folder_python.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\nexec {real} \"$@\"\n")
+    folder_python.chmod(0o755)
+    stand_in = python_extension_stand_in(tmp_path, folder_python)
+    _workspace, results = run_in_vs_code("untrusted_folder.mjs", fake, tmp_path, CALC, MARGIN_E2E_PYTHON_VSIX=str(stand_in),
+                                         MARGIN_E2E_TRUST="off" if trusted else "on")
+    assert_bundled_server(results["server"])
+    if trusted:  # the stand-in is heard (the folder's program ran): so the untrusted run shows the check
+        assert ran.exists() and ran.read_text().startswith("-c "), results["server"]
+    else:
+        assert "restricted mode" in results["steps"]
+        assert not ran.exists(), ran.read_text()
 
 
 def test_remember_list_and_forget_a_memory_in_real_vs_code(fake, tmp_path):
