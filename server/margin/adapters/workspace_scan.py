@@ -9,6 +9,7 @@ left out when read: core.workspace_files). A scan stops after MAX_FILES files an
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -34,11 +35,8 @@ class _Ignores:
         self.specs = specs
 
     def within(self, folder: Path, prefix: str) -> _Ignores:
-        data = workspace_read.read_regular(folder, ".gitignore", MAX_IGNORE_BYTES)
-        if data is None:
-            return self
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        return _Ignores((*self.specs, (prefix, pathspec.GitIgnoreSpec.from_lines(lines))))
+        spec = _spec(folder, ".gitignore")
+        return self if spec is None else _Ignores((*self.specs, (prefix, spec)))
 
     def ignored(self, file_id: str, is_dir: bool) -> bool:
         for prefix, spec in self.specs:
@@ -49,12 +47,26 @@ class _Ignores:
 
 
 def _root_rules(root: Path) -> _Ignores:
-    ignores = _Ignores()
-    data = workspace_read.read_regular(root, ".git/info/exclude", MAX_IGNORE_BYTES)
-    if data is not None:
-        exclude = data.decode("utf-8", errors="replace").splitlines()
-        ignores = _Ignores((("", pathspec.GitIgnoreSpec.from_lines(exclude)),))
-    return ignores.within(root, "")
+    exclude = _spec(root, ".git/info/exclude")
+    return _Ignores((("", exclude),) if exclude is not None else ()).within(root, "")
+
+
+def _spec(folder: Path, name: str) -> pathspec.PathSpec | None:
+    """The rules of an ignore file, read (workspace_read's way) and compiled once for each
+    version of it: an instruction file is checked on every request, a stat a time."""
+    try:
+        found = os.stat(folder / name)
+    except OSError:
+        return None
+    return _compiled(str(folder), name, (found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(folder: str, name: str, stamp: tuple[int, int, int, int]) -> pathspec.PathSpec | None:
+    data = workspace_read.read_regular(Path(folder), name, MAX_IGNORE_BYTES)
+    if data is None:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
 
 
 def _rules_for(root: Path, file_id: str, *, symlinked_folders: bool) -> _Ignores | None:

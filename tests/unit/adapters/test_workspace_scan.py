@@ -44,3 +44,22 @@ def test_git_ignore_rules_nested_files_symlinks_binary_and_huge_files(tmp_path):
     for file_id in every:  # a file reported changed later is judged as the scan judged it
         assert indexable(tmp_path, file_id) == (file_id in found), file_id
 
+
+
+def test_a_changed_ignore_file_is_read_again(tmp_path):
+    """Ignore rules are compiled once for each version of an ignore file (instruction files are
+    checked against them on every request): a new version, in place or replaced, is used at once."""
+    from margin.adapters.workspace_scan import ignored
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".gitignore").write_text(".env\n")
+    assert ignored(tmp_path, ".env") and not ignored(tmp_path, "AGENTS.md")
+    (tmp_path / ".gitignore").write_text("*.md\n")  # the same size: told apart by its time
+    assert not ignored(tmp_path, ".env") and ignored(tmp_path, "AGENTS.md")
+    replaced = tmp_path / "new-ignore"
+    replaced.write_text("sub/\n")
+    os.replace(replaced, tmp_path / ".gitignore")
+    assert ignored(tmp_path, "sub/AGENTS.md") and not ignored(tmp_path, "AGENTS.md")
+    (tmp_path / "sub" / ".gitignore").write_text("*.md\n")
+    (tmp_path / ".gitignore").unlink()
+    assert ignored(tmp_path, "sub/AGENTS.md") and not ignored(tmp_path, "AGENTS.md")
