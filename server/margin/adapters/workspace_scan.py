@@ -52,20 +52,14 @@ def _root_rules(root: Path) -> _Ignores:
 
 
 def _spec(folder: Path, name: str) -> pathspec.PathSpec | None:
-    """The rules of an ignore file, read (workspace_read's way) and compiled once for each
-    version of it: an instruction file is checked on every request, a stat a time."""
-    try:
-        found = os.stat(folder / name)
-    except OSError:
-        return None
-    return _compiled(str(folder), name, (found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size))
+    """The rules of an ignore file, read workspace_read's way each time and compiled once for
+    each text (an instruction file is checked against them on every request)."""
+    data = workspace_read.read_regular(folder, name, MAX_IGNORE_BYTES)
+    return None if data is None else _compiled(data)
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled(folder: str, name: str, stamp: tuple[int, int, int, int]) -> pathspec.PathSpec | None:
-    data = workspace_read.read_regular(Path(folder), name, MAX_IGNORE_BYTES)
-    if data is None:
-        return None
+def _compiled(data: bytes) -> pathspec.PathSpec:
     return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
 
 

@@ -47,14 +47,15 @@ def test_git_ignore_rules_nested_files_symlinks_binary_and_huge_files(tmp_path):
 
 
 def test_a_changed_ignore_file_is_read_again(tmp_path):
-    """Ignore rules are compiled once for each version of an ignore file (instruction files are
-    checked against them on every request): a new version, in place or replaced, is used at once."""
+    """Ignore rules are compiled once for each text of an ignore file (instruction files are
+    checked against them on every request): a new text, in place or replaced, is used at once,
+    also of the same size within the file system's time tick."""
     from margin.adapters.workspace_scan import ignored
 
     (tmp_path / "sub").mkdir()
     (tmp_path / ".gitignore").write_text(".env\n")
     assert ignored(tmp_path, ".env") and not ignored(tmp_path, "AGENTS.md")
-    (tmp_path / ".gitignore").write_text("*.md\n")  # the same size: told apart by its time
+    (tmp_path / ".gitignore").write_text("*.md\n")  # the same size, the same inode
     assert not ignored(tmp_path, ".env") and ignored(tmp_path, "AGENTS.md")
     replaced = tmp_path / "new-ignore"
     replaced.write_text("sub/\n")
