@@ -4,8 +4,17 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BLOCKS, GLOBAL_FIELDS, PROFILE_FIELDS, acceptProbe, folderLevel, pythonCandidates, serverLaunch, serverPythons,
-  serverSettings, userLevel, userOnlyKeys,
+  serverSettings, userLevel,
 } from "../src/pure/settings";
+import { USER_ONLY_GLOBAL_FIELDS, USER_ONLY_PROFILE_FIELDS } from "../src/pure/settingsFields.generated";
+
+/** The settings (under `margin.`) only the user's own settings may set, e.g. "chat.baseUrl". */
+function userOnlyKeys(): string[] {
+  return [
+    ...BLOCKS.flatMap((block) => USER_ONLY_PROFILE_FIELDS.map((field) => `${block}.${field}`)),
+    ...USER_ONLY_GLOBAL_FIELDS,
+  ];
+}
 
 const packageJson = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8"));
 const contributed: Record<string, { default?: unknown; scope?: string }> = packageJson.contributes.configuration.properties;

@@ -30,14 +30,6 @@ function isSet(value: unknown): boolean {
   return value !== undefined && value !== null && !(typeof value === "string" && value.trim() === "");
 }
 
-/** The settings (under `margin.`) only the user's own settings may set, e.g. "chat.baseUrl". */
-export function userOnlyKeys(): string[] {
-  return [
-    ...BLOCKS.flatMap((block) => USER_ONLY_PROFILE_FIELDS.map((field) => `${block}.${field}`)),
-    ...USER_ONLY_GLOBAL_FIELDS,
-  ];
-}
-
 /** A setting as one level of VS Code's settings holds it (`inspect()`), or undefined. */
 export interface Inspected {
   globalValue?: unknown;
