@@ -74,6 +74,19 @@ def test_doctor_json_and_settings_file(fake, tmp_path):
     assert completion["completion_route"] == "chat" and chat["completion_route"] is None
 
 
+def test_doctor_says_a_key_never_goes_over_plain_http_to_a_name_under_localhost():
+    """`api.localhost` is whatever the resolver says (an /etc/hosts line, a search domain): not
+    this machine, so no key over plain HTTP; `localhost` itself is."""
+    env = {"MARGIN_DEFAULTS_API_KEY_ENV": API_KEY_ENV, "MARGIN_COMPLETION_ENABLED": "0"}
+    named = json.loads(margin("doctor", "--json", env={**env, "MARGIN_DEFAULTS_BASE_URL": "http://api.localhost:9/v1"}).stdout)
+    assert {p["api_key"] for p in named["profiles"] if p["enabled"]} == {
+        f"${API_KEY_ENV} is not sent to http://api.localhost:9: that is plain HTTP to another machine, where the key "
+        "could be read on the way. Use an https:// base URL."}
+    local = json.loads(margin("doctor", "--json", env={**env, "MARGIN_DEFAULTS_BASE_URL": "http://localhost:9/v1"}).stdout)
+    assert {p["api_key"] for p in local["profiles"] if p["enabled"]} == {
+        f"${API_KEY_ENV} is set; sent to http://localhost:9 only"}
+
+
 def test_doctor_says_a_key_is_not_sent_to_a_base_url_set_elsewhere_and_fails(fake, tmp_path):
     settings = tmp_path / "settings.json"
     # The same server by another name is another origin; the key is named in the environment.
