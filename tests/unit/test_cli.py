@@ -80,8 +80,8 @@ def test_doctor_says_a_key_never_goes_over_plain_http_to_a_name_under_localhost(
     env = {"MARGIN_DEFAULTS_API_KEY_ENV": API_KEY_ENV, "MARGIN_COMPLETION_ENABLED": "0"}
     named = json.loads(margin("doctor", "--json", env={**env, "MARGIN_DEFAULTS_BASE_URL": "http://api.localhost:9/v1"}).stdout)
     assert {p["api_key"] for p in named["profiles"] if p["enabled"]} == {
-        f"${API_KEY_ENV} is not sent to http://api.localhost:9: that is plain HTTP to another machine, where the key "
-        "could be read on the way. Use an https:// base URL."}
+        (f"${API_KEY_ENV} is not sent to http://api.localhost:9: that is plain HTTP to another machine, where the key "
+         "could be read on the way. Use an https:// base URL.")}
     local = json.loads(margin("doctor", "--json", env={**env, "MARGIN_DEFAULTS_BASE_URL": "http://localhost:9/v1"}).stdout)
     assert {p["api_key"] for p in local["profiles"] if p["enabled"]} == {
         f"${API_KEY_ENV} is set; sent to http://localhost:9 only"}

@@ -1,0 +1,108 @@
+"""The agent's tools: eight, each a name, one line for the model, and the JSON schema of its
+arguments, in the shape small models follow best (flat objects of strings and integers, no
+`title`: Gemma 3 270M copies titles into its answers; no optional nesting).
+
+The same declaration gives every way a model is offered them (actions.py picks one per model):
+native tool definitions (`tools` of a chat request), one JSON action per step held to a schema
+(`action_schema`: a `oneOf` over the tools), and a plain list for a model told to write a fenced
+JSON action (`described`). Their cost in tokens is counted with the rest of the prompt."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Effect = Literal["reads", "changes", "runs", "ends"]
+"""what a call does: reads (nothing to confirm), changes a file or runs a program (confirmed
+first), or ends the turn"""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    """one line for the model"""
+    properties: dict[str, dict[str, Any]]
+    """each argument's JSON schema (a string or an integer, with one line saying what it is)"""
+    required: tuple[str, ...]
+    effect: Effect
+
+    def parameters(self, *, closed: bool = False) -> dict[str, Any]:
+        """The arguments' JSON schema; `closed`: no other property (for a schema the server
+        enforces; offered as a native tool the model is told the properties, and actions.py
+        names an unknown one)."""
+        schema = {"type": "object", "properties": self.properties, "required": list(self.required)}
+        return {**schema, "additionalProperties": False} if closed else schema
+
+    def native(self) -> dict[str, Any]:
+        """As a chat request's `tools` entry."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters()}}
+
+
+def _text(what: str) -> dict[str, Any]:
+    return {"type": "string", "description": what}
+
+
+def _line(what: str) -> dict[str, Any]:
+    return {"type": "integer", "description": what}  # at least 1: checked by actions.check_args
+
+
+READ = Tool("read", "Read a file (as open in the editor), or some of its lines.",
+            {"path": _text("file path in the workspace"), "start": _line("first line (default 1)"),
+             "end": _line("last line")}, ("path",), "reads")
+LIST = Tool("list", "List a folder's files and folders.",
+            {"path": _text("folder path ('.': the top)")}, ("path",), "reads")
+SEARCH = Tool("search", "Find code in the workspace by words or exact text.",
+              {"query": _text("words, a name or exact text")}, ("query",), "reads")
+EDIT = Tool("edit", "Replace text in a file you have read.",
+            {"path": _text("file path in the workspace"),
+             "old": _text("the exact text to replace, as in the file (empty: a new file)"),
+             "new": _text("its replacement")}, ("path", "old", "new"), "changes")
+RUN = Tool("run", "Run a command in the workspace, e.g. the tests (no network).",
+           {"command": _text("the command line")}, ("command",), "runs")
+DIAGNOSTICS = Tool("diagnostics", "The problems reported in a file now.",
+                   {"path": _text("file path in the workspace")}, ("path",), "reads")
+RECALL = Tool("recall", "What an earlier step showed, behind a pointer such as [t12 read a.py].",
+              {"pointer": _text("the pointer")}, ("pointer",), "reads")
+FINISH = Tool("finish", "End the task with your answer.",
+              {"answer": _text("what you did or found")}, ("answer",), "ends")
+
+TOOLS: tuple[Tool, ...] = (READ, LIST, SEARCH, EDIT, RUN, DIAGNOSTICS, RECALL, FINISH)
+BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def native(tools: Sequence[Tool] = TOOLS) -> list[dict[str, Any]]:
+    """The tools as a chat request's `tools`."""
+    return [tool.native() for tool in tools]
+
+
+def action_schema(tools: Sequence[Tool] = TOOLS) -> dict[str, Any]:
+    """One action a step, as JSON held to this schema: `{"tool": NAME, "args": {...}}`, a
+    `oneOf` over the tools (each branch fixes the name and its arguments' schema)."""
+    return {"type": "object", "oneOf": [
+        {"type": "object", "properties": {"tool": {"const": tool.name}, "args": tool.parameters(closed=True)},
+         "required": ["tool", "args"]} for tool in tools]}
+
+
+def described(tools: Sequence[Tool] = TOOLS) -> str:
+    """The tools as a model without tool calls or a schema reads them: a line each, with the
+    arguments, then how to call one."""
+    lines = []
+    for tool in tools:
+        args = ", ".join(f'"{name}": {_example(spec)}' + ("" if name in tool.required else " (optional)")
+                         for name, spec in tool.properties.items())
+        lines.append(f"- {tool.name} {{{args}}}: {tool.description}")
+    return ("Tools:\n" + "\n".join(lines) + "\n\nCall exactly one tool per answer, as JSON in a fenced block:\n"
+            '```json\n{"tool": "read", "args": {"path": "main.py"}}\n```')
+
+
+def _example(spec: dict[str, Any]) -> str:
+    return "1" if spec["type"] == "integer" else '"…"'
+
+
+def canonical(args: dict[str, Any]) -> str:
+    """A call's arguments as one string: the same arguments, however written, give the same."""
+    return json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
