@@ -26,12 +26,12 @@ from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
 from margin.core.settings import PROFILES
 from margin.core.where import Where
-from margin.services.chat import Ask
 from margin.services.completion_routes import DESCRIPTIONS as ROUTE_DESCRIPTIONS
 from margin.services.diagnosis import ProfileReport, diagnose
 from margin.services.discovery import ports_to_search, render_search, search_if_needed
 from margin.services.errors import RequestError
 from margin.services.probe import Check, Probe, probe
+from margin.services.turn import Ask
 
 
 def _yes_no(value: bool | None, timed_out: bool = False) -> str:

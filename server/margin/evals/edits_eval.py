@@ -171,7 +171,7 @@ class EditsEval:
         return attempts
 
     async def _margin_try(self, message: str, where: Where, uris: dict[str, str]) -> Try:
-        from margin.services.chat import Ask
+        from margin.services.turn import Ask
 
         started = time.perf_counter()
         outcome = await self.services.editops.propose(Ask(message, where, list(uris.values())))

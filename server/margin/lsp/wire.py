@@ -18,7 +18,7 @@ from margin.core.pointers import parse_pointer
 from margin.core.settings import PROFILES
 from margin.core.vfs import Position, Range
 from margin.core.where import Where
-from margin.services.chat import Ask
+from margin.services.turn import Ask
 
 Token = int | str
 

@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from margin.core import pointers
-from margin.core.assemble import ChatAssembly, ChatInput, FileRef, assemble_chat, counted, shown_history, texts_to_count
+from margin.core.assemble import ChatInput, FileRef, assemble_chat, counted, shown_history, texts_to_count
 from margin.core.budget import BudgetReport, SystemPromptTooLarge, Window
 from margin.core.llm import BackendHTTPError, ContextTooLarge, ProviderError, Usage, joined
 from margin.core.settings import ProfileSettings
-from margin.core.threads import Message, NewMessage, Thread
+from margin.core.threads import NewMessage
 from margin.core.tokens.counter import TokenCounter, fewest_tokens
-from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
 from margin.services.chat_tools import Recalls, ToolsRefused, answer_calls, refuses_tools, stream_round
-from margin.services.errors import Busy, RequestError
+from margin.services.errors import RequestError
 from margin.services.gather import Job, gather
 from margin.services.instructions import InstructionFiles
 from margin.services.memories import MemoriesService
@@ -37,22 +36,13 @@ from margin.services.retrieval import Retrieval
 from margin.services.structured import fit_prompt, framing_tokens
 from margin.services.summaries import Summaries
 from margin.services.threads import DISPLAY, ThreadsService
+from margin.services.turn import Ask, Prepared, ThreadGuard
 
 log = logging.getLogger(__name__)
 
 PROFILE = "chat"
 
 OnDelta = Callable[[str], Awaitable[None] | None]
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What the user asks (`message`), where (`where`), and which open files the prompt may
-    include (None: every open file)."""
-
-    message: str
-    where: Where = NOWHERE
-    files: Sequence[str] | None = None
 
 
 @dataclass
@@ -70,47 +60,6 @@ class ChatOutcome:
     def not_sent(self) -> str | None:
         """Why there is no reply (over budget, or refused upstream as too large), or None."""
         return self.over_budget or self.upstream_error
-
-
-@dataclass
-class Prepared:
-    profile: Profile
-    thread: Thread
-    assembly: ChatAssembly
-    newest: str
-    display: str
-    counted: int = 0
-    """the final prompt counted whole by the tokenizer (0 when nothing is sent)"""
-    files: Sequence[FileRef] = ()
-    """the files the prompt could include (snapshots, at the moment it was assembled)"""
-    history: Sequence[Message] = ()
-    """the thread as it was when the prompt was assembled"""
-    ask: Ask | None = None
-
-    def seen_files(self) -> list[FileRef]:
-        """The files whose content is in the prompt: retained or sent anew."""
-        shown = set(self.assembly.retained) | set(self.assembly.resent)
-        return [ref for ref in self.files if ref.file.uri in shown]
-
-    def budget(self) -> BudgetReport:
-        """The budget report, with `counted`: the exact count of the prompt as sent."""
-        return self.assembly.plan.report(self.counted)
-
-
-class ThreadGuard:
-    """One chat or edit-ops request per thread at a time."""
-
-    def __init__(self) -> None:
-        self._busy: set[str] = set()
-
-    def acquire(self, thread_id: str) -> None:
-        if thread_id in self._busy:
-            raise Busy("Margin is still answering the previous message in this thread. Wait for "
-                       "it, or cancel it, then send again.")
-        self._busy.add(thread_id)
-
-    def release(self, thread_id: str) -> None:
-        self._busy.discard(thread_id)
 
 
 @dataclass

@@ -19,11 +19,12 @@ from margin.core.editops import Anchor, ApplyPlan, EditOp, ModelReply, OffsetEdi
 from margin.core.vfs import PositionEncoding, VirtualFile
 from margin.core.where import NOWHERE, Where
 from margin.services.app import MarginApp
-from margin.services.chat import Ask, ChatService, Prepared
+from margin.services.chat import ChatService
 from margin.services.chat_tools import ToolsRefused
 from margin.services.errors import RequestError
 from margin.services.profile import resolve_profile, snapshot
 from margin.services.structured import AnswerFailed, ask_json
+from margin.services.turn import Ask, Prepared
 
 log = logging.getLogger(__name__)
 

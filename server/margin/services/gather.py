@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from margin.core import pointers, recall_tool
 from margin.core.sources import registry
@@ -19,16 +19,43 @@ from margin.core.summary import Summary, latest_summary
 from margin.core.threads import Message
 from margin.services.profile import Profile
 from margin.services.structured import tools_tokens
+from margin.services.turn import Ask
 
 if TYPE_CHECKING:
-    from margin.services.chat import Ask, ChatService
+    from margin.services.app import MarginApp
+    from margin.services.instructions import InstructionFiles
+    from margin.services.memories import MemoriesService
+    from margin.services.retrieval import Retrieval
+    from margin.services.summaries import Summaries
+
+
+class Context(Protocol):
+    """The services a request's context comes from (chat's, and any other turn's that shows the
+    same context): each None when that context is not shown."""
+
+    @property
+    def app(self) -> MarginApp: ...
+    @property
+    def instructions(self) -> InstructionFiles | None: ...
+    @property
+    def memories(self) -> MemoriesService | None: ...
+    @property
+    def retrieval(self) -> Retrieval | None: ...
+    @property
+    def summaries(self) -> Summaries | None: ...
+    @property
+    def recall_tool(self) -> bool: ...
+    @property
+    def masking(self) -> bool: ...
+    @property
+    def render_pointer(self) -> Callable[[int, str], str]: ...
 
 
 @dataclass(frozen=True)
 class Job:
     """One request, as its gatherers see it."""
 
-    chat: ChatService
+    chat: Context
     ask: Ask
     profile: Profile
     history: Sequence[Message]

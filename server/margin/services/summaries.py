@@ -30,8 +30,8 @@ from margin.services.app import MarginApp
 from margin.services.profile import Profile, resolve_profile
 
 if TYPE_CHECKING:
-    from margin.services.chat import Prepared
     from margin.services.threads import ThreadsService
+    from margin.services.turn import Prepared
 
 log = logging.getLogger(__name__)
 
