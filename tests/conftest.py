@@ -52,10 +52,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+TEST_TOOLS = frozenset({"MARGIN_TOOLS_DIR"})
+"""MARGIN_ variables that are not Margin's settings but say where the test tools are (scripts/
+install-model-server.sh): kept, so that a test's subprocess finds the model server CI installed"""
+
+
 def clean_env(**overrides: str) -> dict[str, str]:
     """The test process's environment without any MARGIN_ settings of the developer's, so the
     server under test sees only what the test gives it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MARGIN_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARGIN_") or k in TEST_TOOLS}
     env["MARGIN_LOG_LEVEL"] = overrides.pop("MARGIN_LOG_LEVEL", "INFO")
     # Every profile sends a (fake) API key, which the logs must never show (log_secrets).
     env[log_secrets.API_KEY_ENV] = log_secrets.API_KEY
