@@ -199,3 +199,28 @@ async def test_a_file_or_selection_that_can_never_fit_is_never_counted(fake, tmp
     assert selected["reply"] == "" and len(fake.requests) == 1  # no second model call
     assert selected["message"].startswith("Too large to send: your message and selection are 20,800,0")
     assert "at least 81,25" in selected["message"] and "context window is 8,192 tokens" in selected["message"]
+
+
+async def test_ollama_is_budgeted_at_the_window_it_serves_not_the_models_documented_one(tmp_path):
+    """Ollama's OpenAI API cuts a longer prompt silently: the chat is budgeted at the window
+    Ollama runs the model with (here its smallest default, 4096, the model not loaded), even over
+    a larger contextWindow the user set, and a file larger than that is dropped, not cut."""
+    from tests.fakes.fake_ollama import FakeOllama
+
+    big = "".join(f"def helper_{i}(value):\n    return value + {i}\n\n" for i in range(600))  # ~12k tokens
+    with FakeOllama(["qwen2.5-coder:1.5b"]) as ollama:
+        ollama.script(reply("Small enough."))
+        env = {"MARGIN_DEFAULTS_BASE_URL": ollama.base_url, "MARGIN_DATABASE": str(tmp_path / "threads.db"),
+               "MARGIN_DEFAULTS_MODEL": "qwen2.5-coder:1.5b", "MARGIN_CHAT_CONTEXT_WINDOW": "32000",
+               "MARGIN_CHAT_TOKENIZER": "heuristic"}
+        async with margin_client(env=env, root=Path("/ws")) as client:
+            open_doc(client, f"{WS}/helpers.py", big)
+            answered = await request(client, "margin/chat", {"message": "what is here?",
+                                                             "textDocument": {"uri": f"{WS}/helpers.py"}})
+            chat = (await request(client, "margin/status", {}))["profiles"]["chat"]
+    assert answered["reply"] == "Small enough." and answered["budget"]["contextWindow"] == 4096
+    assert chat["contextWindow"] == 4096 and "it cuts a longer prompt silently" in chat["contextWindowSource"], chat
+    files = next(s for s in answered["budget"]["sections"] if s["name"] == "files")
+    assert files["kept"] == 0 and files["dropped"]
+    sent = json.dumps(ollama.requests[-1]["messages"])
+    assert "helper_599" not in sent and len(sent) < 4096 * 4

@@ -12,6 +12,11 @@
     POST /v1/completions        `prompt` and `suffix`: a text completion (streamed as SSE when asked);
                                 `suffix` on a model whose template cannot insert: 400 `"<model>" does
                                 not support insert` (Ollama's capability check); an unknown model: 404
+    POST /api/show              {"parameters": "...", "model_info": {...}}: `num_ctx N` among the
+                                parameters when the model's Modelfile pins its window (`num_ctx`);
+                                an unknown model: 404 (docs.ollama.com/api-reference/show-model-details)
+    GET  /api/ps                {"models": [{"name", "model", "context_length", ...}]}: the models
+                                loaded (`load`), with the window each runs with
     GET  /props, /version, ...  404, as Ollama answers paths it does not have
 """
 
@@ -47,6 +52,27 @@ class FakeOllama(FakeBackend):
                                                    "parameter_size": "1.5B", "quantization_level": "Q4_K_M"}}
             for index, name in enumerate(models)]}
         self.answers["/v1/completions"] = self._complete
+        self.num_ctx: dict[str, int] = {}
+        """the models whose Modelfile sets `num_ctx`, and to what"""
+        self.answers["/api/show"] = self._show
+        self.load()
+
+    def load(self, windows: dict[str, int] | None = None) -> None:
+        """The models loaded now, each with the window it runs with."""
+        self.get_json["/api/ps"] = {"models": [
+            {"name": name, "model": name, "size": 1, "digest": "0" * 64, "expires_at": "2026-11-29T07:00:00Z",
+             "size_vram": 0, "context_length": window} for name, window in (windows or {}).items()]}
+
+    def _show(self, body: dict[str, Any]) -> Step:
+        model = body.get("model") or body.get("name")
+        if model not in self.names:
+            return _error(404, f"model '{model}' not found")
+        parameters = 'stop                           "<|im_end|>"'
+        if model in self.num_ctx:
+            parameters = f"num_ctx                        {self.num_ctx[model]}\n{parameters}"
+        return raw(json.dumps({"modelfile": "FROM x", "parameters": parameters, "template": "{{ .Prompt }}",
+                               "details": {"format": "gguf", "family": "qwen2"},
+                               "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768}}))
 
     def _complete(self, body: dict[str, Any]) -> Step:
         model = body.get("model")

@@ -3,11 +3,9 @@ fill-in-the-middle routes (`fill`, written as `fim_wire` says), a per-profile ti
 optional API key, context-window probing, and typed errors.
 
 Every request that makes the model generate is sent as a stream, whole answers too (`complete`,
-`fill`): a caller that stops waiting closes the connection, and llama.cpp stops generating
-for a stream whose client went away, while it runs a non-streamed request to its end.
+`fill`): llama.cpp stops generating for a stream whose client went away, not a whole request.
 
-Timeouts: a whole answer (`complete`, `fill`) must be in within `timeout_s` in total; the
-timeout closes the request. A stream read as it arrives (`stream`) must start within `timeout_s`
+Timeouts: a whole answer (`complete`, `fill`) must be in within `timeout_s` in total. A stream read as it arrives (`stream`) must start within `timeout_s`
 and never stall for longer than `timeout_s` between chunks; a long reply that keeps arriving is
 not cut off — up to a backstop against a server that never ends one (adapters.stream_limits).
 """
@@ -25,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from margin import __version__
-from margin.adapters import stream_limits
+from margin.adapters import ollama_window, stream_limits
 from margin.adapters.fim_wire import WIRES, WRONG_SHAPE
 from margin.adapters.http_errors import error_from_body, transport_error
 from margin.adapters.json_body import chat_body
@@ -318,9 +316,9 @@ class OpenAICompatibleProvider:
             raise error_from_body(error.status, error.body, self.base_url) from None
 
     async def probe(self, model: str | None = None) -> BackendInfo:
-        """Asks the backend what it is and how large its context window is: llama.cpp's
-        `/props` (`n_ctx`), then `/models` (vLLM's `max_model_len`, for `model` or the first
-        listed). A probe with no answer in time is tried once more before it is reported."""
+        """Asks the backend what it is and how large its context window is: llama.cpp's `/props`
+        (`n_ctx`), `/models` (vLLM's `max_model_len`, for `model` or the first listed), Ollama's
+        own API (adapters/ollama_window.py). No answer in time is tried once more."""
         timeout = min(self.timeout_s, self.probe_timeout_s or PROBE_TIMEOUT_S)
         for attempt in (1, 2):
             started = time.perf_counter()
@@ -336,7 +334,9 @@ class OpenAICompatibleProvider:
                 break
             log.info("probe timed out base_url=%s attempt=%d error=%s timeout_s=%g ms=%.0f", self.base_url,
                      attempt, type(timed_out).__name__, timeout, (time.perf_counter() - started) * 1000)
-        return self._probe_info(props, models, model, timeout, timed_out)
+        info = self._probe_info(props, models, model, timeout, timed_out)
+        return await ollama_window.with_served_window(info, self._client, server_root(self.base_url), models, model,
+                                                      timeout)
 
     def _probe_info(self, props: Any, models: Any, model: str | None, timeout: float,
                     timed_out: httpx.TimeoutException | None) -> BackendInfo:

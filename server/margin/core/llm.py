@@ -162,6 +162,9 @@ class BackendInfo:
     tools: bool | None = None
     """whether the backend takes tool calls: llama.cpp says so for its chat template
     (`chat_template_caps.supports_tools`); None where the backend does not say"""
+    silent_cut: bool = False
+    """a prompt past `context_window` is cut by the server without a word (Ollama), not refused:
+    the window is then a ceiling for a window the user set too (services/backends.py)"""
 
     def window_for(self, model: str | None) -> tuple[int | None, str | None]:
         """The window the backend reports for `model`, and where it says so: the model's own

@@ -125,6 +125,8 @@ class Backends:
     def context_window(profile: ProfileSettings, info: BackendInfo | None) -> tuple[int, str]:
         detected, source = info.window_for(profile.model) if info else (None, None)
         window, found = resolve_context_window(profile.context_window, detected, source, profile.model)
+        if info is not None and info.silent_cut and detected and window > detected:  # Ollama: never past it
+            window, found = detected, f"{source} (it cuts a longer prompt silently: contextWindow {window} lowered)"
         cap = profile.window_cap
         if cap is not None and cap < window:
             return cap, f"{found}, lowered to {cap} by workspace settings"
