@@ -130,7 +130,8 @@ def render_probes(probes: Sequence[Probe]) -> list[str]:
         if found.routes:
             fallback = next((r for r, c in found.routes.items() if c.verdict != "refused"), "chat")
             rows.append(("completion route", found.fill_route or f"{fallback} (none filled the hole)"))
-        rows += [("JSON schema", _check(found.json_schema)), ("tool calls", _check(found.tools))]
+        rows += [("JSON schema", _check(found.json_schema)), ("tool calls", _check(found.tools)),
+                 ("agent actions", _check(found.agent))]
         stream = _check(found.streaming)
         if found.first_token_s is not None:
             stream += f"; first token {found.first_token_s:.2f} s"

@@ -32,4 +32,6 @@ def test_the_probe_tries_each_route_and_capability_on_the_real_model(llama_serve
     # llama.cpp holds a reply to the schema by a grammar: the shape is honoured, right or not
     assert found["jsonSchema"]["works"] is True, found["jsonSchema"]
     assert found["tools"]["works"] is not None and found["tools"]["result"]
+    # native tool calls, or else a JSON action held to the action schema by the same grammar
+    assert found["agentProtocol"] in ("native", "json") and found["agent"]["works"] is True, found["agent"]
     assert found["streaming"]["works"] is True and found["firstTokenS"] > 0 and found["tokensPerS"] > 0

@@ -9,6 +9,9 @@ For each distinct backend and model (profiles sharing them are probed once):
   shape, or not, or the backend refuses `response_format`;
 - **tool calls**: offered one tool, the model calls it with arguments that are JSON, or answers in
   text, or the backend refuses tools;
+- **agent actions**: how the model acts as the agent (core/agent/actions.py): by native tool
+  calls when it calls the probe's tool; else asked to read a file, by one JSON action held to
+  the action schema; else by an action written in its text; else not at all;
 - **streaming**: a streamed reply arrives in pieces; its time to the first token and tokens per
   second (the backend's count when it reports one, else the profile's tokenizer's);
 - **the context window**, as `margin doctor` reads it.
@@ -26,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from margin.core.agent import tools as agent_tools
+from margin.core.agent.actions import Protocol, read_answer
 from margin.core.completion.formats import family_for
 from margin.core.llm import BackendKind, ChatMessage, ChatRequest, NotSupported, ProviderError, ToolCalls
 from margin.core.settings import PROFILES, ProfileSettings
@@ -75,6 +80,9 @@ class Probe:
     """fill in the middle, by completion route, best first (only for a backend a completion profile uses)"""
     json_schema: Check | None = None
     tools: Check | None = None
+    agent: Check | None = None
+    agent_protocol: Protocol | None = None
+    """how the model acts as the agent: native, json, text; None when it did not in any way"""
     streaming: Check | None = None
     first_token_s: float | None = None
     tokens_per_s: float | None = None
@@ -92,14 +100,15 @@ class Probe:
     def finding(self) -> Finding:
         """What the language server keeps of this probe"""
         return finding(self.base_url, self.model, self.served, {r: c.verdict for r, c in self.routes.items()},
-                       self.tools.verdict if self.tools else "not tried")
+                       self.tools.verdict if self.tools else "not tried", self.agent_protocol)
 
     def as_dict(self) -> dict[str, Any]:
         def check(c: Check | None) -> dict[str, Any] | None:
             return None if c is None else {"works": c.works, "result": c.result, "seconds": round(c.seconds, 2)}
         return {"profiles": self.profiles, "baseUrl": self.base_url, "model": self.model,
                 "routes": {route: check(c) for route, c in self.routes.items()}, "fillRoute": self.fill_route,
-                "jsonSchema": check(self.json_schema), "tools": check(self.tools), "streaming": check(self.streaming),
+                "jsonSchema": check(self.json_schema), "tools": check(self.tools), "agent": check(self.agent),
+                "agentProtocol": self.agent_protocol, "streaming": check(self.streaming),
                 "firstTokenS": _round(self.first_token_s), "tokensPerS": _round(self.tokens_per_s),
                 "contextWindow": self.context_window, "seconds": round(self.seconds, 2)}
 
@@ -130,7 +139,7 @@ async def _probe(app: MarginApp, names: list[str], profile: ProfileSettings) -> 
     found.served = info.models
     if not info.reachable:
         reason = Check(None, f"not tried: {info.error or 'the backend does not answer'}")
-        found.json_schema = found.tools = found.streaming = reason
+        found.json_schema = found.tools = found.agent = found.streaming = reason
         found.reachable = False
         found.seconds = time.perf_counter() - started
         return found
@@ -141,6 +150,7 @@ async def _probe(app: MarginApp, names: list[str], profile: ProfileSettings) -> 
             found.routes[route] = await _fill(service, route)
     found.json_schema = await _timed(_json_schema(provider, profile))
     found.tools = await _timed(_tools(provider, profile))
+    found.agent, found.agent_protocol = await _agent(provider, profile, found.tools)
     found.streaming, found.first_token_s, found.tokens_per_s = await _streaming(app, provider, profile, info.kind)
     found.seconds = time.perf_counter() - started
     return found
@@ -208,6 +218,38 @@ async def _tools(provider: Any, profile: ProfileSettings) -> Check:
         return Check(False, "called the tool, with arguments that are not JSON")
     ok = isinstance(arguments, dict) and isinstance(arguments.get("city"), str)
     return Check(ok, "calls the tool" if ok else "called the tool without its argument")
+
+
+AGENT_TOOLS = (agent_tools.READ, agent_tools.FINISH)
+AGENT_TASK = "Task: read the file main.py. Do not answer yet: first act."
+
+
+async def _agent(provider: Any, profile: ProfileSettings, tools: Check) -> tuple[Check, Protocol | None]:
+    """The first way the model acts as the agent: native tool calls (the tools check), else one
+    JSON action held to the action schema, else an action written in its text: any action the
+    agent can run counts (a small model may read another file); "(and right)" when it read main.py."""
+    if tools.works:
+        return Check(True, "native tool calls"), "native"
+    started = time.perf_counter()
+    tried: list[str] = []
+    for protocol in ("json", "text"):
+        system = "You act with tools, one action per answer." + (
+            "" if protocol == "json" else "\n\n" + agent_tools.described(AGENT_TOOLS))
+        schema = {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(AGENT_TOOLS)}}
+        request = ChatRequest([ChatMessage("system", system), ChatMessage("user", AGENT_TASK)], 48, 0.0, profile.model,
+                              schema if protocol == "json" else None)
+        try:
+            reply = await provider.complete(request)
+        except ProviderError as error:
+            tried.append(f"{protocol}: {_failed(error).result}")
+            continue
+        read = read_answer(protocol, reply.content, reply.tool_calls, AGENT_TOOLS)
+        if read.calls:  # an action the agent can run: the protocol works, whether the action is right or not
+            way = "JSON actions (held to the action schema)" if protocol == "json" else "actions written in its text"
+            right = [(c.tool.name, c.args.get("path")) for c in read.calls] == [("read", "main.py")]
+            return Check(True, way + (" (and right)" if right else ""), time.perf_counter() - started), protocol
+        tried.append(f"{protocol}: " + (read.rejected[0].kind if read.rejected else "no action"))
+    return Check(False, "acts in no way the agent reads (" + "; ".join(tried) + ")", time.perf_counter() - started), None
 
 
 async def _streaming(app: MarginApp, provider: Any, profile: ProfileSettings,

@@ -46,6 +46,8 @@ class Finding:
     """by completion route, best first"""
     tools: Verdict
     probed_at: str
+    agent_protocol: str | None = None
+    """how the model acts as the agent (services/probe.py): native, json, text; None: in no way"""
 
     @property
     def fill_route(self) -> str | None:
@@ -68,7 +70,7 @@ class Finding:
 
     def as_dict(self) -> dict[str, Any]:
         return {"baseUrl": self.base_url, "model": self.model, "served": list(self.served), "routes": self.routes,
-                "tools": self.tools, "probedAt": self.probed_at}
+                "tools": self.tools, "probedAt": self.probed_at, "agentProtocol": self.agent_protocol}
 
 
 FindingLookup = Callable[[str, "str | None", "BackendInfo | None"], "Finding | None"]
@@ -80,9 +82,9 @@ def _key(base_url: str, model: str | None) -> tuple[str, str | None]:
 
 
 def finding(base_url: str, model: str | None, served: tuple[str, ...], routes: dict[str, Verdict],
-            tools: Verdict, probed_at: str | None = None) -> Finding:
+            tools: Verdict, agent_protocol: str | None = None, probed_at: str | None = None) -> Finding:
     return Finding(_key(base_url, model)[0], model, tuple(sorted(served)), dict(routes), tools,
-                   probed_at or datetime.now(UTC).isoformat(timespec="seconds"))
+                   probed_at or datetime.now(UTC).isoformat(timespec="seconds"), agent_protocol)
 
 
 class ProbeFindings:
@@ -153,4 +155,7 @@ def _parse_one(entry: dict[str, Any]) -> Finding:
         raise TypeError("baseUrl and model are strings")
     served = tuple(str(name) for name in entry["served"])
     routes = {str(route): _verdict(verdict) for route, verdict in entry["routes"].items()}
-    return finding(entry["baseUrl"], model, served, routes, _verdict(entry["tools"]), str(entry["probedAt"]))
+    protocol = entry.get("agentProtocol")  # absent from files written before it was probed
+    if protocol not in (None, "native", "json", "text"):
+        raise ValueError(f"unknown agent protocol {protocol!r}")
+    return finding(entry["baseUrl"], model, served, routes, _verdict(entry["tools"]), protocol, str(entry["probedAt"]))

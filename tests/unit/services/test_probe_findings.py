@@ -40,6 +40,21 @@ def test_findings_are_kept_per_backend_and_model_and_a_newer_probe_replaces_the_
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_how_the_model_acts_as_the_agent_is_kept_and_a_file_from_before_it_is_read(tmp_path):
+    kept = ProbeFindings(tmp_path / "p.json")
+    kept.save([finding(LLAMA_URL, None, GEMMA, {"infill": "works"}, "wrong", "json")])
+    found = ProbeFindings(tmp_path / "p.json").get(LLAMA_URL, None, llama())
+    assert found is not None and found.agent_protocol == "json"
+    data = json.loads((tmp_path / "p.json").read_text())
+    del data["findings"][0]["agentProtocol"]  # as written before the agent was probed
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    old = ProbeFindings(tmp_path / "old.json").get(LLAMA_URL, None, llama())
+    assert old is not None and old.agent_protocol is None and old.fill_route == "infill"
+    data["findings"][0]["agentProtocol"] = "telepathy"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    assert ProbeFindings(tmp_path / "bad.json").get(LLAMA_URL, None, llama()) is None
+
+
 def test_a_finding_made_on_another_served_model_is_not_followed(tmp_path):
     kept = ProbeFindings(tmp_path / "p.json")
     kept.save([finding(LLAMA_URL, None, GEMMA, {"infill": "refused"}, "works")])
