@@ -76,6 +76,13 @@ class FakeFolderFiles:
     def inside(self, file_id: str) -> bool:
         return not file_id.startswith("/") and ".." not in file_id.split("/") and file_id not in self.outside
 
+    def listing(self, folder_id: str) -> list[tuple[str, bool]] | None:
+        prefix = folder_id + "/" if folder_id else ""
+        below = [f[len(prefix):] for f in self.contents if f.startswith(prefix) and f not in self.ignored]
+        if folder_id and not below:
+            return None
+        return sorted({(rest.split("/")[0], "/" in rest) for rest in below})
+
 
 class FakeGitHistory:
     """A repository's history, newest commit first (None: the folder is not in a repository)."""

@@ -46,6 +46,11 @@ class LocalFolderFiles:
     def inside(self, file_id: str) -> bool:
         return workspace_read.inside(self._real_root, os.path.realpath(self.root / file_id))
 
+    def listing(self, folder_id: str) -> list[tuple[str, bool]] | None:
+        if folder_id and not self.inside(folder_id):
+            return None
+        return workspace_scan.listing(self.root, folder_id)
+
 
 def why_not_indexed(root: Path) -> str | None:
     """Why a workspace folder is not one to index (read every file of), or None when it is: the

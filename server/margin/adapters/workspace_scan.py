@@ -132,3 +132,31 @@ def scan(root: Path) -> Iterator[FoundFile]:
                 log.warning("workspace scan stopped files=%d", MAX_FILES)
                 return
             yield FoundFile(file_id, Stamp(stat.st_size, stat.st_mtime_ns))
+
+
+def listing(root: Path, folder_id: str) -> list[tuple[str, bool]] | None:
+    """A folder's entries as the scan sees them (no symlink, nothing ignored, no `.git`): (name,
+    is a folder), sorted; None when `folder_id` is ignored, under a skipped folder, or not a folder."""
+    if folder_id:
+        rules = _rules_for(root, folder_id + "/x", symlinked_folders=False)
+        if rules is None or rules.ignored(folder_id, True):
+            return None
+        rules = rules.within(root / folder_id, folder_id + "/")
+    else:
+        rules = _root_rules(root)
+    folder, prefix = root / folder_id if folder_id else root, folder_id + "/" if folder_id else ""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    found = []
+    for entry in entries:
+        try:
+            if entry.is_symlink() or entry.name in ALWAYS_SKIPPED:
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        if (is_dir or entry.is_file(follow_symlinks=False)) and not rules.ignored(prefix + entry.name, is_dir):
+            found.append((entry.name, is_dir))
+    return sorted(found)

@@ -66,6 +66,12 @@ class FolderFiles(Protocol):
         the folder once every symlink on the way is resolved."""
         ...
 
+    def listing(self, folder_id: str) -> list[tuple[str, bool]] | None:
+        """What a folder of the folder holds, as git would show it: (name, is a folder) sorted,
+        without what git ignores, `.git`, or symlinks; None when `folder_id` ('' for the top) is
+        no folder inside."""
+        ...
+
 
 def index_text(data: bytes | None) -> str | None:
     """The text the index takes from a file's first MAX_FILE_BYTES + 1 bytes: None when it

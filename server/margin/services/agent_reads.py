@@ -1,0 +1,124 @@
+"""The agent's reading tools against the workspace: `read` and `list` (core/agent/tools.py).
+
+They show only the workspace's own text, by the rule every workspace read follows
+(docs/security.md): a path names a file inside a workspace folder once its symlinks are resolved,
+never a file git ignores (`.env`), nor anything in a folder Margin does not index (`/`, the home
+folder), and it is read as a regular file of bounded size. An open document is read as the
+editor holds it (unsaved text included), so that what the model reads is what an edit will
+replace. Each result says what it is, and what was cut to fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from margin.core.agent.edits import fingerprint
+from margin.core.workspace_files import MAX_FILE_BYTES, FolderFiles
+from margin.services.app import MarginApp
+
+LIST_LIMIT = 200
+"""entries a listing shows at most"""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A tool's result: what the model is shown, and for the edit ledger what it was shown of."""
+
+    text: str
+    ok: bool = True
+    path: str | None = None
+    current: str | None = None
+    """the file's whole text as it is now (read only)"""
+    start: int = 1
+    end: int | None = None
+    """the lines shown (read only)"""
+
+
+class WorkspaceReads:
+    def __init__(self, app: MarginApp, folder_uri: str) -> None:
+        self.app = app
+        self.folder_uri = folder_uri.rstrip("/")
+        """the workspace folder the agent works in: paths are relative to it"""
+
+    def _files(self) -> FolderFiles | str:
+        root = self.app.workspace.root_of(self.folder_uri)
+        if root is None:
+            return "The workspace folder is not on this machine's disk."
+        files = self.app.workspace_access.files(root)
+        why = files.why_not_indexed()
+        return f"This workspace folder is not read by Margin: {why}." if why else files
+
+    def _file_id(self, path: str) -> str | None:
+        """The path as a file id inside the folder (`./a/b.py` → `a/b.py`), or None when it
+        leaves it by its spelling (absolute, `..`)."""
+        pure = PurePosixPath(path.strip().replace("\\", "/"))
+        if pure.is_absolute() or ".." in pure.parts:
+            return None
+        parts = [part for part in pure.parts if part != "."]
+        return "/".join(parts)
+
+    def current_text(self, path: str) -> tuple[str | None, str | None]:
+        """The file's text now — the editor's when it is open — or None, and why not."""
+        files = self._files()
+        if isinstance(files, str):
+            return None, files
+        file_id = self._file_id(path)
+        if file_id is None or not file_id or not files.inside(file_id):
+            return None, f"{path} is not a file inside the workspace."
+        if files.git_ignores(file_id):
+            return None, f"{path} is ignored by git: not the project's own text, so it is not read."
+        opened = self.app.files.get(f"{self.folder_uri}/{file_id}")
+        if opened is not None:
+            return opened.text, None
+        data = files.read(file_id, MAX_FILE_BYTES + 1)
+        if data is None:
+            return None, f"There is no file {path}." if files.stamp(file_id) is None else f"{path} cannot be read."
+        if len(data) > MAX_FILE_BYTES:
+            return None, f"{path} is over {MAX_FILE_BYTES // 1024} KB: too large to read."
+        if b"\0" in data:
+            return None, f"{path} is a binary file."
+        return data.decode("utf-8", errors="replace"), None
+
+    def read(self, path: str, start: int | None = None, end: int | None = None, max_chars: int = 24_000) -> Shown:
+        """Lines `start`..`end` of a file (all: None), as many whole lines as fit `max_chars`."""
+        text, problem = self.current_text(path)
+        if text is None:
+            return Shown(problem or f"There is no file {path}.", ok=False, path=path)
+        path = self._file_id(path) or path  # as the ledger and every later result name it
+        if not text:
+            return Shown(f"{path} is empty (sha256:{fingerprint(text)[:12]}).\n", path=path, current=text)
+        lines = text.splitlines(keepends=True)
+        total = len(lines)
+        first = max(1, start or 1)
+        last = min(end or total, total)
+        if total and (first > total or last < first):
+            return Shown(f"{path} has {total} lines: lines {first}-{end or total} are not in it.", ok=False, path=path)
+        shown: list[str] = []
+        used = 0
+        for line in lines[first - 1:last]:
+            if used + len(line) > max_chars and shown:
+                break
+            shown.append(line)
+            used += len(line)
+        through = first + len(shown) - 1
+        head = f"{path} lines {first}-{through} of {total} (sha256:{fingerprint(text)[:12]})"
+        if through < last:
+            head += f"; lines {through + 1}-{last} did not fit: read them next"
+        body = "".join(shown)
+        return Shown(f"{head}\n{body}" + ("" if body.endswith("\n") or not body else "\n"), path=path,
+                     current=text, start=first, end=max(first, through))
+
+    def list(self, path: str = ".") -> Shown:
+        """A folder's files and folders (folders end with `/`), as git would show them."""
+        files = self._files()
+        if isinstance(files, str):
+            return Shown(files, ok=False, path=path)
+        folder_id = self._file_id(path)
+        found = files.listing(folder_id) if folder_id is not None else None
+        if found is None:
+            return Shown(f"{path} is not a folder inside the workspace (or git ignores it).", ok=False, path=path)
+        names = [name + ("/" if is_dir else "") for name, is_dir in found]
+        more = len(names) - LIST_LIMIT
+        listed = "\n".join(names[:LIST_LIMIT]) + (f"\n… and {more} more" if more > 0 else "")
+        return Shown(f"{folder_id or '.'}/ holds {len(names)}:\n{listed}\n" if names else f"{folder_id or '.'}/ is empty.\n",
+                     path=path)
