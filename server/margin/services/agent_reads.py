@@ -1,4 +1,5 @@
-"""The agent's reading tools against the workspace: `read` and `list` (core/agent/tools.py).
+"""The agent's reading tools against the workspace: `read`, `list` and `search`
+(core/agent/tools.py).
 
 They show only the workspace's own text, by the rule every workspace read follows
 (docs/security.md): a path names a file inside a workspace folder once its symlinks are resolved,
@@ -9,15 +10,25 @@ replace. Each result says what it is, and what was cut to fit."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from margin.core.agent.edits import fingerprint
 from margin.core.workspace_files import MAX_FILE_BYTES, FolderFiles
 from margin.services.app import MarginApp
 
+if TYPE_CHECKING:
+    from margin.services.retrieval import Retrieval
+
 LIST_LIMIT = 200
 """entries a listing shows at most"""
+SEARCH_HITS = 20
+"""exact-text hits, and retrieval's windows, a search shows at most"""
+SEARCH_FILES = 5000
+SEARCH_BYTES = 32 << 20
+"""an exact-text search reads at most these many files and bytes of the folder, and says so"""
 
 
 @dataclass(frozen=True)
@@ -122,3 +133,50 @@ class WorkspaceReads:
         listed = "\n".join(names[:LIST_LIMIT]) + (f"\n… and {more} more" if more > 0 else "")
         return Shown(f"{folder_id or '.'}/ holds {len(names)}:\n{listed}\n" if names else f"{folder_id or '.'}/ is empty.\n",
                      path=path)
+
+    async def search(self, query: str, retrieval: Retrieval | None = None) -> Shown:
+        """Where `query` occurs as exact text (open documents as the editor holds them), then the
+        windows retrieval ranks as related to its words."""
+        if not query.strip():
+            return Shown("Give words, a name or exact text to search for.", ok=False)
+        files = self._files()
+        if isinstance(files, str):
+            return Shown(files, ok=False)
+        opened = {f.uri[len(self.folder_uri) + 1:]: f.text for f in self.app.files.files()
+                  if f.uri.startswith(self.folder_uri + "/")}
+        exact, note = await asyncio.to_thread(_exact, files, query, opened)
+        ranked = await retrieval.snippets(query, self.folder_uri + "/", ()) if retrieval is not None else []
+        lines = [f"Exact text {query!r}: " + (f"{len(exact)} places" if exact else "nowhere") + note]
+        lines += exact[:SEARCH_HITS]
+        related = [f"{ref.file_id}: {_first_line(ref.file.text)}" for ref in ranked[:SEARCH_HITS]]
+        if related:
+            lines += ["Related by its words:", *related]
+        return Shown("\n".join(lines) + "\n")
+
+
+def _exact(files: FolderFiles, query: str, opened: dict[str, str]) -> tuple[list[str], str]:
+    """`path:line: text` of each line holding `query`, and a note when not every file was read."""
+    hits: list[str] = []
+    read_files = read_bytes = 0
+    note = ""
+    for found in files.scan():
+        if read_files >= SEARCH_FILES or read_bytes >= SEARCH_BYTES:
+            note = f" (searched the first {read_files} files only)"
+            break
+        text = opened.get(found.file_id)
+        if text is None:
+            data = files.read(found.file_id, MAX_FILE_BYTES)
+            if data is None or b"\0" in data:
+                continue
+            read_bytes += len(data)
+            text = data.decode("utf-8", errors="replace")
+        read_files += 1
+        if query in text:
+            for number, line in enumerate(text.splitlines(), 1):
+                if query in line:
+                    hits.append(f"{found.file_id}:{number}: {line.strip()[:160]}")
+    return hits, note
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip()[:160] for line in text.splitlines() if line.strip()), "")

@@ -78,3 +78,22 @@ async def test_an_empty_file_reads_as_empty_and_can_be_written(reads):
     ledger = Ledger()
     ledger.read("src/empty.py", shown.current, shown.start, shown.end)
     assert ledger.edit("src/empty.py", "", "", "x = 1\n").text == "x = 1\n"
+
+
+async def test_search_finds_exact_text_and_related_code_never_in_ignored_files(reads):
+    from margin.services.retrieval import Retrieval
+
+    app, tools, root = reads
+    (root / "src" / "invoice.py").write_text(
+        "def compute_invoice_total(lines, tax_rate):\n    return sum(lines) * (1 + tax_rate)\n")
+    (root / "build" / "copy.py").write_text("def compute_invoice_total(): pass\n")  # ignored
+    app.files.open((root / "src" / "calc.py").as_uri(), "python", 2, "def add(a, b):\n    return a + b  # invoice\n")
+    retrieval = Retrieval(app)
+    await retrieval.indexed((root / "src" / "calc.py").as_uri())
+    found = (await tools.search("compute_invoice_total", retrieval)).text
+    assert found.startswith("Exact text 'compute_invoice_total': 1 places\nsrc/invoice.py:1: def compute_invoice_total(")
+    assert "build/" not in found and "Related by its words:\nsrc/invoice.py lines 1-2: def compute_invoice_total" in found
+    typed = (await tools.search("# invoice")).text  # the editor's unsaved text
+    assert "src/calc.py:2: return a + b  # invoice" in typed
+    assert not (await tools.search("  ")).ok
+    assert (await tools.search("OPENAI_API_KEY")).text.startswith("Exact text 'OPENAI_API_KEY': nowhere")
