@@ -286,18 +286,20 @@ user id to run the program as (-1: Margin's), then the program's command line"""
 
 async def run(argv: Sequence[str], folder: Path, *, time_limit_s: float, stdout: IO[bytes] | int,
               stderr: IO[bytes] | int, env: Mapping[str, str] | None = None, reads: Sequence[Path] = (),
-              environ: Mapping[str, str] | None = None) -> Finished:
+              environ: Mapping[str, str] | None = None, give_folder: bool = True) -> Finished:
     """Run `argv` in `folder` (its working directory and the one place it may write) under the
     protection in force, with standard input closed, an environment of `env` (PATH alone by
     default) and `reads` (folders it may read besides the system), for at most `time_limit_s`.
-    Whatever it started has ended when this returns."""
+    Whatever it started has ended when this returns. `give_folder` False: the folder is the
+    person's (a workspace), never handed to another user — the launcher then runs the program
+    as Margin's user."""
     chosen = await asyncio.to_thread(protection, environ)  # the first time, bubblewrap is tried
     env = _launch_env(env or {"PATH": SYSTEM_PATH})
     if chosen.strong:
         command = _bwrap_argv(shutil.which("bwrap") or "bwrap", folder, env, argv, reads)
     else:
         _not_dumpable()
-        uid = NOBODY if _as_nobody() else -1
+        uid = NOBODY if _as_nobody() and give_folder else -1
         if uid >= 0:
             _give(folder, uid)
         command = [_interpreter(), "-I", "-S", "-B", "-c", _LAUNCHER, str(os.getpid()), str(uid), *argv]
