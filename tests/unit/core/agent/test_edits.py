@@ -3,6 +3,9 @@ the person changed since, never on lines it was not shown, never where `old` is 
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from margin.core.agent.edits import Applied, Ledger, Refused
 
 TEXT = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -70,3 +73,29 @@ def test_old_must_occur_once_with_trailing_spaces_forgiven():
     missing = ledger.edit("calc.py", loose.text, "return a * b", "x")
     assert isinstance(missing, Refused) and "not in the file" in missing.reason
     assert isinstance(ledger.edit("calc.py", loose.text, "", "x"), Refused)
+
+
+LINES = st.lists(st.sampled_from(["x = 1", "y = 2", "def f():", "    return x", "", "# note", "z = x + y"]),
+                 min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=LINES, seen=st.tuples(st.integers(1, 12), st.integers(1, 12)), pick=st.tuples(st.integers(0, 11), st.integers(1, 3)),
+       new=st.sampled_from(["", "w = 0\n", "a\nb\n", "q = 9\nr = 8\ns = 7\n"]))
+def test_an_edit_is_the_plain_replacement_and_only_ever_of_lines_that_were_shown(lines, seen, pick, new):
+    text = "".join(line + "\n" for line in lines)
+    low, high = min(seen), max(seen)
+    ledger = Ledger()
+    ledger.read("f.py", text, low, high)
+    first, count = min(pick[0], len(lines) - 1), pick[1]
+    old = "".join(line + "\n" for line in lines[first:first + count])
+    done = ledger.edit("f.py", text, old, new)
+    last = first + len(lines[first:first + count])
+    if text.count(old) == 1 and old.strip("\n"):
+        shown = low <= first + 1 and last <= min(high, len(lines))
+        if shown:
+            assert isinstance(done, Applied) and done.text == text.replace(old, new, 1)
+        else:
+            assert isinstance(done, Refused)
+    elif isinstance(done, Applied):  # spaces forgiven, or a blank-line run found once: still the plain replacement
+        assert done.text.count(new) >= 1
