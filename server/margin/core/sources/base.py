@@ -14,6 +14,7 @@ others left unused.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class FileRef:
 BLOCKS_KEPT_CHARS = 4_000_000
 """The rendered blocks `render` keeps, in characters: the files of the last few requests."""
 _blocks: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+_blocks_lock = threading.Lock()
 
 
 def render(ref: FileRef) -> str:
@@ -61,14 +63,17 @@ def render(ref: FileRef) -> str:
     the block is kept by file id, language and fingerprint (the text's sha256), which decide it,
     and is the same string each time (its hash computed once)."""
     key = (ref.file_id, ref.file.language_id, ref.file.fingerprint)
-    block = _blocks.get(key)
-    if block is not None:
-        _blocks.move_to_end(key)
-        return block
-    block = _blocks[key] = render_file(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
-    kept = sum(map(len, _blocks.values()))
-    while kept > BLOCKS_KEPT_CHARS and len(_blocks) > 1:
-        kept -= len(_blocks.popitem(last=False)[1])
+    with _blocks_lock:  # assembly runs in counting threads (core/tokens/counter.py), the loop renders too
+        block = _blocks.get(key)
+        if block is not None:
+            _blocks.move_to_end(key)
+            return block
+    made = render_file(ref.file_id, ref.file.language_id, ref.file.fingerprint, ref.file.text)
+    with _blocks_lock:
+        block = _blocks.setdefault(key, made)
+        kept = sum(map(len, _blocks.values()))
+        while kept > BLOCKS_KEPT_CHARS and len(_blocks) > 1:
+            kept -= len(_blocks.popitem(last=False)[1])
     return block
 
 
