@@ -221,6 +221,8 @@ async def _tools(provider: Any, profile: ProfileSettings) -> Check:
 
 
 AGENT_TOOLS = (agent_tools.READ, agent_tools.FINISH)
+AGENT_TOKENS = 64
+"""an action to read a file is about 20 tokens; a small model under a grammar pads with spaces"""
 AGENT_TASK = "Task: read the file main.py. Do not answer yet: first act."
 
 
@@ -236,7 +238,7 @@ async def _agent(provider: Any, profile: ProfileSettings, tools: Check) -> tuple
         system = "You act with tools, one action per answer." + (
             "" if protocol == "json" else "\n\n" + agent_tools.described(AGENT_TOOLS))
         schema = {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(AGENT_TOOLS)}}
-        request = ChatRequest([ChatMessage("system", system), ChatMessage("user", AGENT_TASK)], 48, 0.0, profile.model,
+        request = ChatRequest([ChatMessage("system", system), ChatMessage("user", AGENT_TASK)], AGENT_TOKENS, 0.0, profile.model,
                               schema if protocol == "json" else None)
         try:
             reply = await provider.complete(request)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from margin.core.agent.tools import FINISH, TOOLS, Tool
+from margin.core.agent.tools import FINISH, MAX_LINE, TOOLS, Tool
 from margin.core.llm import ToolCall
 
 Protocol = Literal["native", "json", "text"]
@@ -86,6 +86,8 @@ def read_answer(protocol: Protocol, content: str, tool_calls: Sequence[ToolCall]
         whole = _json(content.strip())
         if isinstance(whole, dict) and ("tool" in whole or "name" in whole):
             return _checked([_from_object(whole, f"s{step}a0")], offered, "", one_only=True)
+        if whole is _BAD and content.lstrip().startswith("{"):  # an action cut short, or broken
+            return _checked([_from_object({"tool": None}, f"s{step}a0")], offered, "", one_only=True)
     found = [_from_object(obj, f"s{step}a{i}") for i, obj in enumerate(_embedded(content))]
     found = [f for f in found if f.name or f.problems]
     if not found:
@@ -157,7 +159,7 @@ def check_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
         if kind == "integer":
             if isinstance(value, str) and value.strip().isdigit():
                 value = int(value.strip())
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LINE:
                 return {}, f"{tool.name}'s {name} is a whole number of at least 1, not {json.dumps(value)[:40]}."
         elif not isinstance(value, str):
             if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+MAX_LINE = 1_000_000
+"""the largest line number an action may name"""
+
 Effect = Literal["reads", "changes", "runs", "ends"]
 """what a call does: reads (nothing to confirm), changes a file or runs a program (confirmed
 first), or ends the turn"""
@@ -30,11 +33,15 @@ class Tool:
     effect: Effect
 
     def parameters(self, *, closed: bool = False) -> dict[str, Any]:
-        """The arguments' JSON schema; `closed`: no other property (for a schema the server
-        enforces; offered as a native tool the model is told the properties, and actions.py
-        names an unknown one)."""
-        schema = {"type": "object", "properties": self.properties, "required": list(self.required)}
-        return {**schema, "additionalProperties": False} if closed else schema
+        """The arguments' JSON schema; `closed`: for a schema the server holds the answer to (a
+        grammar): no other property, and whole numbers bounded — unbounded, a small model under
+        a grammar writes digits until its output limit. Offered as a native tool the model is
+        told the properties, and actions.py names an unknown one or a number out of range."""
+        if not closed:
+            return {"type": "object", "properties": self.properties, "required": list(self.required)}
+        bounded = {name: {**spec, "minimum": 1, "maximum": MAX_LINE} if spec["type"] == "integer" else spec
+                   for name, spec in self.properties.items()}
+        return {"type": "object", "properties": bounded, "required": list(self.required), "additionalProperties": False}
 
     def native(self) -> dict[str, Any]:
         """As a chat request's `tools` entry."""
@@ -55,13 +62,13 @@ READ = Tool("read", "Read a file (as open in the editor), or some of its lines."
              "end": _line("last line")}, ("path",), "reads")
 LIST = Tool("list", "List a folder's files and folders.",
             {"path": _text("folder path ('.': the top)")}, ("path",), "reads")
-SEARCH = Tool("search", "Find code in the workspace by words or exact text.",
+SEARCH = Tool("search", "Find code by words or exact text.",
               {"query": _text("words, a name or exact text")}, ("query",), "reads")
 EDIT = Tool("edit", "Replace text in a file you have read.",
             {"path": _text("file path in the workspace"),
-             "old": _text("the exact text to replace, as in the file (empty: a new file)"),
+             "old": _text("the exact text to replace (empty: a new file)"),
              "new": _text("its replacement")}, ("path", "old", "new"), "changes")
-RUN = Tool("run", "Run a command in the workspace, e.g. the tests (no network).",
+RUN = Tool("run", "Run a command, e.g. the tests (no network).",
            {"command": _text("the command line")}, ("command",), "runs")
 DIAGNOSTICS = Tool("diagnostics", "The problems reported in a file now.",
                    {"path": _text("file path in the workspace")}, ("path",), "reads")

@@ -105,3 +105,13 @@ def test_described_calls_are_told_apart_from_answers():
     for text in ["I read the file and the bug is on line 3.", "Run the tests with pytest.", "The dict is {'a': 1}.",
                  "The function search(items) returns the index."]:
         assert not described_call(text, offered), text
+
+
+def test_a_json_action_cut_short_is_malformed_and_numbers_are_bounded():
+    cut = read_answer("json", '{\n    "tool": "read",\n    "args": {"path": "read", "start": 1, "end": 100000000')
+    assert [r.kind for r in cut.rejected] == ["malformed"] and cut.final is None
+    huge = read_answer("json", json.dumps({"tool": "read", "args": {"path": "a.py", "end": 10**12}}))
+    assert [r.kind for r in huge.rejected] == ["bad arguments"]
+    schema = tools.action_schema()
+    read_args = next(b for b in schema["oneOf"] if b["properties"]["tool"]["const"] == "read")["properties"]["args"]
+    assert read_args["properties"]["end"]["maximum"] == tools.MAX_LINE and read_args["additionalProperties"] is False
