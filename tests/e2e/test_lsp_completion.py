@@ -344,12 +344,18 @@ async def test_mistral_fim_for_codestral(tmp_path):
         "temperature": 0.2, "stream": True})]
 
 
+def completions(backend) -> list[tuple[str, dict]]:
+    """The completion requests a backend got: not the probe's question to Ollama's own API
+    (`/api/show`, asked of a server whose models are owned by "library"; adapters/ollama_window.py)."""
+    return [(path, body) for path, body in backend.posts if not path.startswith("/api/")]
+
+
 async def test_completions_with_suffix_for_an_ollama_style_server(tmp_path):
     with _backend("qwen2.5-coder:1.5b", "library") as backend:
         backend.routes["/v1/completions"] = [status(200, {"choices": [{"text": "a + b"}]})]
         got = await _one_completion(backend, tmp_path, MARGIN_COMPLETION_MODEL="qwen2.5-coder:1.5b")
     assert got[0]["insertText"] == "a + b"
-    assert backend.posts == [("/v1/completions", {
+    assert completions(backend) == [("/v1/completions", {
         "model": "qwen2.5-coder:1.5b", "prompt": "def add(a, b):\n    return ", "suffix": "\n", "max_tokens": 128,
         "temperature": 0.2, "stream": True})]
 
@@ -392,8 +398,9 @@ async def test_an_unsupported_route_is_remembered_not_retried_per_keystroke(tmp_
             second = await inline(client, inline_params(1, 12))
     assert first[0]["insertText"] == "a + b" and second[0]["insertText"] == "a - b"
     # /completions with suffix, then a raw FIM prompt, each found unsupported once; chat after that
-    assert [path for path, _ in backend.posts] == ["/v1/completions", "/v1/completions"]
-    assert "suffix" in backend.posts[0][1] and "<|fim_prefix|>" in backend.posts[1][1]["prompt"]
+    posts = completions(backend)
+    assert [path for path, _ in posts] == ["/v1/completions", "/v1/completions"]
+    assert "suffix" in posts[0][1] and "<|fim_prefix|>" in posts[1][1]["prompt"]
     assert len(backend.requests) == 2
 
 
