@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from margin.services.agent_run import run_command
+from margin.adapters.agent_run import run_command
 from tests.escapes import Collector
 
 TEST = '''import os, socket, unittest
