@@ -209,3 +209,15 @@ def pytest_terminal_summary(terminalreporter):
         crash = getattr(report.longrepr, "reprcrash", None)
         first = (crash.message if crash else str(report.longrepr)).strip().splitlines()[:1]
         terminalreporter.write_line(f"{report.nodeid} ({report.when}): {first[0][:300] if first else ''}")
+
+
+@pytest.fixture
+def trap(tmp_path):
+    """Code written to escape the sandbox, and what it would touch (tests/escapes.py): its
+    collector closed and whatever the escape left running killed after the test."""
+    from tests.escapes import Trap
+
+    made = Trap(tmp_path / "user")
+    yield made
+    made.collector.close()
+    made.kill_left()

@@ -139,3 +139,4 @@ def found(text: str) -> dict[str, object]:
     """What the escape reported, from its standard error or an error naming it."""
     line = next(line for line in text.splitlines() if "ESCAPES {" in line)
     return dict(json.loads(line.split("ESCAPES ", 1)[1]))
+

@@ -20,14 +20,6 @@ from tests.escapes import Trap, found
 from tests.fakes.fake_openai import reply
 
 
-@pytest.fixture
-def trap(tmp_path):
-    made = Trap(tmp_path / "user")
-    yield made
-    made.collector.close()
-    made.kill_left()
-
-
 def hostile(trap: Trap) -> str:
     """The exercise's right answer, with the escape run when the tests import it."""
     (text,) = EXERCISES["two-fer"].example.values()

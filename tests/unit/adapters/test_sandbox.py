@@ -49,14 +49,6 @@ def escape(trap: Trap, mode: str, how: str = "sandboxed") -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def trap(tmp_path):
-    made = Trap(tmp_path / "user")
-    yield made
-    made.collector.close()
-    made.kill_left()
-
-
 def test_the_escapes_get_through_without_the_sandbox(trap):
     """What Margin's eval did before the sandbox: every door open (so the checks below can fail)."""
     ran = escape(trap, "auto", "direct")
