@@ -186,7 +186,7 @@ class SelectionEditService:
                 lambda room: assemble_edit(edit, count, Window(room, profile.max_output_tokens, counter.name,
                                                                counter.exact, framing),
                                            message_overhead=PER_MESSAGE_OVERHEAD),
-                counter, window)
+                counter, window, counts=True)
         except SystemPromptTooLarge as error:
             raise SelectionEditError(str(error)) from None
         except ProviderError as error:

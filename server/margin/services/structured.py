@@ -77,14 +77,16 @@ async def sync_count(counter: TokenCounter, texts: Sequence[str], code: Sequence
     return count
 
 
-async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int) -> tuple[A, int]:
+async def fit_prompt(assemble: Callable[[int], A], counter: TokenCounter, window: int, *,
+                     counts: bool = False) -> tuple[A, int]:
     """Assemble for the window, count the prompt whole, and if framing the estimate could not
     see makes it larger than the limit, assemble again with that much less room (a few rounds
-    at most). The report keeps the real window and limit. Assembly runs in a counting thread
-    (it may count: a selection edit's trimmers), never holding the event loop."""
+    at most). The report keeps the real window and limit. An assembly that `counts` (a selection
+    edit's trimmers count as they cut) runs in a counting thread, never holding the event loop;
+    one over texts counted before (chat's) stays on the loop, where it costs less than the hop."""
     room = window
     for _ in range(FIT_ROUNDS):
-        assembly = await off_loop(functools.partial(assemble, room))
+        assembly = await off_loop(functools.partial(assemble, room)) if counts else assemble(room)
         if room == window:
             limit = assembly.plan.limit
         tools = getattr(assembly, "tools", ())  # a chat prompt may offer tools: they count too
