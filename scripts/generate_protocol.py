@@ -338,7 +338,8 @@ def protocol_md(defs: dict[str, Any]) -> str:
     nested = {name for model in defs for name in _refs(defs[model])}
     anchors = _method_anchors()
     groups = [("Requests", methods.REQUESTS), ("Commands", methods.COMMANDS),
-              ("Standard methods Margin reads its own way", methods.STANDARD)]
+              ("Standard methods Margin reads its own way", methods.STANDARD),
+              ("Notifications from the client", methods.NOTIFICATIONS)]
     out = ["<!-- GENERATED from server/margin/lsp/methods.py and the models in server/margin/lsp/wire*.py",
            f"     by scripts/generate_protocol.py: do not edit; run `{COMMAND}`. -->\n",
            "# Margin's protocol\n", INTRO]

@@ -55,6 +55,7 @@ CAPABILITIES = {
     "chat": "chat",
     "chatOps": "edit-ops (Margin: Edit Selection\u2026)",
     "nextEdit": "next-edit suggestions",
+    "agent": "the agent (Margin: Ask the Agent…)",
 }
 """What each block's settings are for, as `{capability}` in a profile field's description."""
 

@@ -68,6 +68,11 @@ WARM_UP: tuple[str, ...] = (
     "margin.lsp.wire_next_edit",
     "margin.core.next_edit.decide",
     "margin.services.next_edit",
+    "margin.adapters.agent_run",
+    "margin.core.editops",
+    "margin.services.workspace",
+    "margin.services.agent",
+    "margin.lsp.wire_agent",
 )
 """Imported in the background after `initialize`, in this order: every module imported in an
 `imports()` block, and the libraries under them that cost most (tests check that each `module()` is

@@ -20,11 +20,20 @@ if TYPE_CHECKING:
     from margin.adapters.local_files import LocalFolderFiles
     from margin.adapters.openai_http import OpenAICompatibleProvider, RequestObserver
     from margin.adapters.sqlite_store import SQLiteThreadStore
+    from margin.core.agent.ports import Ran
     from margin.core.local_servers import FoundServer
     from margin.core.tokens.choice import TokenizerChoice
 
 with deferred.imports():
-    from margin.adapters import disk_index_store, git_cli, llama_tokens, local_files, openai_http, sqlite_store
+    from margin.adapters import (
+        agent_run,
+        disk_index_store,
+        git_cli,
+        llama_tokens,
+        local_files,
+        openai_http,
+        sqlite_store,
+    )
 
 
 def make_provider(base_url: str, timeout_s: float, api_key: str | None,
@@ -73,6 +82,18 @@ LOCAL_WORKSPACE = WorkspaceAccess(make_folder_files, make_git_history, make_inde
 """the workspace folders on the local disk, read directly and with the `git` program"""
 
 
+class _Hands:
+    """The agent's hands (adapters.agent_run), its module imported on first use."""
+
+    async def run(self, command: str, folder: Path) -> Ran:
+        return await agent_run.LocalHands().run(command, folder)
+
+    async def write(self, path: Path, base: str | None, text: str) -> str | None:
+        return await agent_run.LocalHands().write(path, base, text)
+
+
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
-    return MarginApp.create(make_provider, make_server_counter, make_store,
-                            os.environ if environ is None else environ, LOCAL_WORKSPACE)
+    app = MarginApp.create(make_provider, make_server_counter, make_store,
+                           os.environ if environ is None else environ, LOCAL_WORKSPACE)
+    app.hands = _Hands()
+    return app

@@ -19,6 +19,7 @@ export const METHODS = {
   editOps: "margin/editOps",
   applyOps: "margin/applyOps",
   nextEdit: "margin/nextEdit",
+  agent: "margin/agent",
 } as const;
 
 /** Margin's commands (workspace/executeCommand; the params are the one argument). */
@@ -43,6 +44,104 @@ export interface Requests {
   "margin/editOps": { params: ChatRequestParams; result: EditOpsResult };
   "margin/applyOps": { params: ApplyOpsParams; result: ApplyOpsResult };
   "margin/nextEdit": { params: NextEditParams; result: NextEditResult };
+  "margin/agent": { params: AgentParams; result: AgentResult };
+}
+
+export interface AgentCall {
+  tool: string;
+  args: Record<string, unknown>;
+  status: string;
+  pointer: string;
+}
+
+export interface AgentEdit {
+  path: string;
+  startLine: number;
+  endLine: number;
+}
+
+/** A partial result of margin/agent: one event of a step. */
+export interface AgentEvent {
+  /**
+   * step: a step begins; text: the model's words as they stream; call: a tool call and its
+   * status; told: what the model was told instead of a call (a rejection); final: the turn's end
+   */
+  kind: "step" | "text" | "call" | "told" | "final";
+  step?: number | null;
+  /** kind text: the next piece */
+  delta?: string | null;
+  tool?: string | null;
+  args?: Record<string, unknown> | null;
+  /** kind call: done, failed, refused (not allowed, declined, stale), repeated */
+  status?: string | null;
+  /** kind call: the pointer the result is kept under, e.g. `[t3 read a.py]` */
+  pointer?: string | null;
+  /** kind call: the result's first line */
+  summary?: string | null;
+  /** kind told: malformed, unknown tool, bad arguments, described, one at a time */
+  rejection?: string | null;
+  text?: string | null;
+  answer?: string | null;
+  stopped?: string | null;
+  /** kind step: the step's prompt, counted exactly */
+  promptTokens?: number | null;
+}
+
+export interface AgentParams {
+  /** what the agent should do (not empty) */
+  task: string;
+  /** the active document: its workspace folder is where the agent works */
+  textDocument?: Document | null;
+  /** the selected range of the active document (named in the task) */
+  selection?: Range | null;
+  position?: Position | null;
+  /** an agent thread to continue; without it, a new one */
+  threadId?: string | null;
+  /** only the tools that read: edits and commands are refused without asking (default `false`) */
+  readOnly?: boolean;
+  /** stream each step's events as partial results (`$/progress` with this token) */
+  partialResultToken?: number | string | null;
+  /** report work-done progress with this token (cancellable: the turn stops, its steps kept) */
+  workDoneToken?: number | string | null;
+}
+
+export interface AgentResult {
+  /** the agent thread the steps are kept in */
+  threadId: string;
+  /** the final answer, or why the turn stopped */
+  answer: string;
+  stopped: "finished" | "step cap" | "stuck" | "deadline" | "over budget" | "model failed" | "rejected";
+  why: string;
+  /** how the model acts: native tool calls, one JSON action per step, or actions in its text */
+  protocol: "native" | "json" | "text";
+  protocolSource: string;
+  steps: AgentStep[];
+  /** the edits applied, in order */
+  edits: AgentEdit[];
+  usage: Usage;
+  /** the context window the server serves */
+  window: number;
+  /** what a step's prompt may take */
+  limit: number;
+  /** what offering the tools costs in every step's prompt */
+  toolsTokens: number;
+  /** answers that described a call instead of making one */
+  described: number;
+  /** calls and answers told back to the model as rejected */
+  rejected: number;
+}
+
+export interface AgentStep {
+  number: number;
+  calls: AgentCall[];
+  told: AgentTold[];
+  /** the step's prompt, counted exactly; never more than `limit` */
+  promptTokens: number;
+}
+
+export interface AgentTold {
+  kind: string;
+  text: string;
 }
 
 export interface ApplyOpsParams {
@@ -165,6 +264,13 @@ export interface Diagnostic {
   endLine?: number | null;
 }
 
+export interface DiagnosticsParams {
+  /** (not empty) */
+  uri: string;
+  /** every problem the editor shows in the document now (an empty list: none) */
+  diagnostics: Problem[];
+}
+
 export interface Document {
   /** the document's URI, as the editor names it (not empty) */
   uri: string;
@@ -207,7 +313,7 @@ export interface EditSelectionResult {
 
 export interface ExplainParams extends ChatRequestParams {
   /** the profile whose prompt to explain (default `"chat"`) */
-  profile?: "completion" | "edit" | "chat" | "chatOps" | "nextEdit";
+  profile?: "completion" | "edit" | "chat" | "chatOps" | "nextEdit" | "agent";
 }
 
 export interface ExplainResult {
@@ -383,6 +489,10 @@ export interface NextEditResult {
   reason?: string | null;
 }
 
+/** A notification has none. */
+export interface NoResult {
+}
+
 /**
  * An op on the wire (camelCase, `targetFile` a URI). Values are checked by the op rules,
  * which name the op.
@@ -405,6 +515,14 @@ export interface Position {
   line: number;
   /** zero-based, in the position encoding agreed at `initialize` (UTF-16 unless the client offered another) (at least 0) */
   character: number;
+}
+
+export interface Problem {
+  range: Range;
+  /** LSP's: 1 error, 2 warning, 3 information, 4 hint (at least 1; at most 4; default `1`) */
+  severity?: number;
+  message: string;
+  source?: string | null;
 }
 
 export interface ProfileStatus {

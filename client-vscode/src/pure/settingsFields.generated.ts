@@ -9,6 +9,7 @@ export const PROFILES = [
   "chat",
   "chatOps",
   "nextEdit",
+  "agent",
 ] as const;
 
 /** Blocks of profile settings: `defaults`, then each profile. */
@@ -19,6 +20,7 @@ export const BLOCKS = [
   "chat",
   "chatOps",
   "nextEdit",
+  "agent",
 ] as const;
 
 /** The fields of a profile (ProfileSettings). */
@@ -42,6 +44,8 @@ export const GLOBAL_FIELDS = [
   "promptsDir",
   "confirmEdits",
   "applyEditTimeoutS",
+  "agentConfirmTimeoutS",
+  "agentTurnTimeoutS",
   "codeActions",
   "completionMenu",
   "nextEditPauseMs",

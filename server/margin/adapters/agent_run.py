@@ -11,28 +11,21 @@ readable in the sandbox too. The model is shown the exit status and the output's
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from margin.adapters import sandbox
 from margin.core.agent.approvals import plain_command
+from margin.core.agent.edits import fingerprint
+from margin.core.agent.ports import Ran
 
 TIME_LIMIT_S = 300.0
 OUTPUT_HEAD = 2_000
 OUTPUT_TAIL = 8_000
 """characters of the output shown: its start and its end (a test run's summary is at its end)"""
-
-
-@dataclass(frozen=True)
-class Ran:
-    text: str
-    """for the model"""
-    ok: bool
-    returncode: int | None = None
-    protection: str = ""
 
 
 def program_path(word: str, folder: Path) -> Path | None:
@@ -108,3 +101,37 @@ async def run_command(command: str, folder: Path, time_limit_s: float = TIME_LIM
               f"killed by signal {-finished.returncode}" if finished.returncode < 0 else f"exit status {finished.returncode}")
     return Ran(f"$ {command}\n{body}[{status}]\n", ok=not finished.timed_out and finished.returncode == 0,
                returncode=finished.returncode, protection=chosen.name)
+
+
+def _write_now(path: Path, base: str | None, text: str) -> str | None:
+    try:
+        current = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        current = None
+    except OSError as error:
+        return f"{path.name} cannot be read ({error.strerror})."
+    if (current is None) != (base is None) or (current is not None and base is not None
+                                                and fingerprint(current) != fingerprint(base)):
+        return f"{path.name} changed on disk since it was read: nothing was written."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as made:
+        made.write(text.encode("utf-8", errors="surrogateescape"))
+    try:
+        if current is not None:
+            os.chmod(made.name, path.stat().st_mode & 0o7777)
+        os.replace(made.name, path)
+    except OSError as error:
+        Path(made.name).unlink(missing_ok=True)
+        return f"{path.name} could not be written ({error.strerror})."
+    return None
+
+
+class LocalHands:
+    """The agent's hands on this machine: commands in the sandbox, files written whole and at
+    once (a temporary file renamed over it), only over the text the model read."""
+
+    async def run(self, command: str, folder: Path) -> Ran:
+        return await run_command(command, folder)
+
+    async def write(self, path: Path, base: str | None, text: str) -> str | None:
+        return await asyncio.to_thread(_write_now, path, base, text)

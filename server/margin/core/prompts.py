@@ -26,6 +26,7 @@ DATA_GUARD = (
 
 
 def _code_fragments() -> dict[str, str]:
+    from margin.core.agent.steps import LEGEND as AGENT_LEGEND
     from margin.core.completion.formats import hole_answer_fragment
     from margin.core.editops import ops_schema_fragment
     from margin.core.pointers import LEGEND
@@ -33,7 +34,7 @@ def _code_fragments() -> dict[str, str]:
 
     return {"data_guard": DATA_GUARD, "ops_schema": ops_schema_fragment(), "pointer_legend": LEGEND,
             "selection_guard": SELECTION_GUARD, "selection_reply": selection_reply_fragment(),
-            "hole_answer": hole_answer_fragment()}
+            "hole_answer": hole_answer_fragment(), "agent_legend": AGENT_LEGEND}
 
 
 CODE_FRAGMENTS: dict[str, str] = _code_fragments()

@@ -48,7 +48,7 @@ from margin.core.settings_fields import (
     workspace_rule,
 )
 
-PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps", "nextEdit")
+PROFILES: tuple[str, ...] = ("completion", "edit", "chat", "chatOps", "nextEdit", "agent")
 """Capability profiles, in the order they are shown."""
 
 USER_VISIBLE_PROFILES: tuple[str, ...] = PROFILES
@@ -151,6 +151,7 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
         ("chatOps", True, 2048, 0.2, 120.0, "chat_ops_v1"),
         # Off until turned on (#28): a chat model guessing at every pause would cost more than it gives.
         ("nextEdit", False, 512, 0.0, 10.0, "next_edit_v1"),
+        ("agent", True, 1024, 0.2, 120.0, "agent_v1"),
     )
 }
 
@@ -182,6 +183,11 @@ class GlobalSettings(BaseModel):
         "editors that support it."))] = False
     apply_edit_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=(
         "Seconds to wait for the editor to answer `workspace/applyEdit`."))] = 30.0
+    agent_confirm_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=(
+        "Seconds the agent waits for an answer to a confirmation (an edit, a command) before "
+        "taking it as a no."))] = 120.0
+    agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description=(
+        "Seconds an agent turn may take in all before it stops, its steps kept."))] = 1800.0
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS

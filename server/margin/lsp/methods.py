@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["request", "command", "standard"]
+Kind = Literal["request", "command", "standard", "notification"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Method:
     the rule it breaks)"""
     kind: Kind = "request"
     """request: Margin's own; command: workspace/executeCommand; standard: an LSP method whose
-    params Margin reads with a model of its own"""
+    params Margin reads with a model of its own; notification: Margin's own, from the client,
+    with no answer"""
     partial: str | None = None
     """the model of each partial result ($/progress on the request's partialResultToken)"""
 
@@ -176,12 +177,32 @@ COPILOT_INLINE_EDIT = Method(
     "`edits`.",
     "RequestFailed when the document is not open, or the line is past its end.", kind="standard")
 
+AGENT = Method(
+    "margin/agent", "wire_agent:AgentParams", "wire_agent:AgentResult",
+    "Give the agent a task: it reads, searches, edits and runs commands in steps, asking before "
+    "any edit or command; each step streams as partial results and the agent thread keeps it.",
+    "Params like margin/chat's, with `task`. The agent works in the active document's workspace "
+    "folder, in a new agent thread unless `threadId` names one. Edits come as workspace/applyEdit "
+    "on the version the model read (marked needsConfirmation where the client supports change "
+    "annotations, else after window/showMessageRequest); commands are asked with "
+    "window/showMessageRequest. No answer within agentConfirmTimeoutS is a no. Cancelling stops "
+    "the turn; the steps that completed stay in the thread. `stopped` says how the turn ended.",
+    "RequestFailed when another request is running in the thread, the thread named is not an "
+    "agent thread, or the agent profile is disabled; RequestCancelled when the client cancels it, "
+    "the completed steps kept.", partial="wire_agent:AgentEvent")
+DIAGNOSTICS = Method(
+    "margin/diagnostics", "wire_agent:DiagnosticsParams", "wire_agent:NoResult",
+    "The problems the editor shows in a document, for the agent's `diagnostics` tool.",
+    "A notification, sent whenever a document's problems change (the VS Code extension and the "
+    "Neovim module send it): every problem the editor shows in it now.", kind="notification")
+
 REQUESTS: tuple[Method, ...] = (STATUS, CHAT, EXPLAIN, HISTORY, RECALL, THREADS, NEW_THREAD, DELETE_THREAD,
-                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT)
+                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT, AGENT)
 """Margin's own requests, in the order `initialize` advertises them."""
 COMMANDS: tuple[Method, ...] = (APPLY_OPS_COMMAND, EDIT_SELECTION_COMMAND)
 STANDARD: tuple[Method, ...] = (INLINE_COMPLETION, COPILOT_INLINE_EDIT)
-ALL: tuple[Method, ...] = REQUESTS + COMMANDS + STANDARD
+NOTIFICATIONS: tuple[Method, ...] = (DIAGNOSTICS,)
+ALL: tuple[Method, ...] = REQUESTS + COMMANDS + STANDARD + NOTIFICATIONS
 
 
 def request_names() -> list[str]:

@@ -294,18 +294,20 @@ class MarginLanguageServer(LanguageServer):
         confirm = self.app.settings.current.globals.confirm_edits
         return convert.workspace_edit(files, edits, self.app.files.encoding, confirm=confirm)
 
-    async def apply_edit(self, edit: types.WorkspaceEdit) -> str | None:
-        """workspace/applyEdit, never waiting longer than applyEditTimeoutS: None when applied,
-        else why not (the editor refused it, answered with an error, or did not answer)."""
+    async def apply_edit(self, edit: types.WorkspaceEdit, *, timeout: float | None = -1.0) -> str | None:
+        """workspace/applyEdit, never waiting longer than `timeout` (by default applyEditTimeoutS;
+        None: the caller bounds it): None when applied, else why not (the editor refused it,
+        answered with an error, or did not answer)."""
         if not self.can("workspace.apply_edit"):
             return "This editor does not accept edits from the server (workspace/applyEdit)."
-        timeout = self.app.settings.current.globals.apply_edit_timeout_s
+        if timeout is not None and timeout < 0:
+            timeout = self.app.settings.current.globals.apply_edit_timeout_s
         try:
             answer = await asyncio.wait_for(
                 self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Margin")),
                 timeout)
         except TimeoutError:
-            return (f"The editor did not answer workspace/applyEdit within {timeout:g} s; "
+            return (f"The editor did not answer workspace/applyEdit within {timeout or 0:g} s; "
                     "check the file before trying again.")
         except JsonRpcException as error:
             # Editors answer with an error when, say, the document's version moved on (eglot).

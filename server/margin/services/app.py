@@ -23,6 +23,7 @@ from margin.services.background import BackgroundQueue
 from margin.services.workspace import Workspace
 
 if TYPE_CHECKING:
+    from margin.core.agent.ports import Hands
     from margin.core.prompts import Templates
     from margin.core.settings_state import SettingsState
     from margin.core.threads import FileContextRepository, ThreadStore
@@ -76,6 +77,8 @@ class MarginApp:
     writing to it, so each is closed at shutdown"""
     _templates: Templates | None = None
     _findings: ProbeFindings | None = None
+    hands: Hands | None = None
+    """what the agent does outside Margin: run a command in the sandbox, write a file (None: neither)"""
     settings_path: str | None = None
     """the user settings file named on the command line (`margin --settings FILE`); else
     $MARGIN_SETTINGS or the default place (margin.services.settings_file)"""

@@ -14,6 +14,7 @@ from typing import Any
 
 from margin import logs
 from margin.core import api_keys
+from margin.core.agent.actions import Protocol
 from margin.core.llm import BackendInfo, LLMProvider
 from margin.core.models import resolve_context_window
 from margin.core.settings import ProfileSettings
@@ -115,6 +116,21 @@ class Backends:
         if found is not None and found.takes_tools is not None:
             return found.takes_tools
         return info is None or info.tools is not False
+
+    def agent_protocol(self, profile: ProfileSettings, info: BackendInfo | None) -> tuple[Protocol, str]:
+        """How the model acts as the agent (core.agent.actions), and how that was known: as
+        `margin doctor --probe` found; else native tool calls where the backend takes tools and
+        the model was not found to answer a tool in text; else one JSON action held to a schema
+        where the backend holds answers to one (llama.cpp, vLLM); else actions in its text."""
+        found = self.findings(profile.base_url, profile.model, info)
+        if found is not None and found.agent_protocol in ("native", "json", "text"):
+            return found.agent_protocol, "found by margin doctor --probe"  # type: ignore[return-value]
+        if self.takes_tools(profile, info) and not (found is not None and found.takes_tools is False) \
+                and info is not None and info.tools is True:
+            return "native", "the backend takes tools (not probed: margin doctor --probe tries the model)"
+        if info is not None and info.kind in ("llama.cpp", "vllm"):
+            return "json", f"{info.kind} holds an answer to a JSON schema (not probed: margin doctor --probe tries the model)"
+        return "text", "assumed (not probed: margin doctor --probe tries the model)"
 
     def refused_tools(self, profile: ProfileSettings) -> None:
         """The backend refused a request for offering tools: never offer them to it again."""

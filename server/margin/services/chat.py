@@ -142,6 +142,9 @@ class ChatService:
         newest = self.newest_text(ask)
         async with self.threads.reading():  # one look for other writers, not one a read
             thread = await self.threads.thread_for(ask.where)
+            if thread.context == "agent":
+                raise RequestError(f"Thread {thread.id} is an agent thread: continue it with the agent "
+                                   "(margin/agent), or chat in another thread.")
             history = tuple(await self.threads.timeline(thread.id))  # a tuple: its turns are numbered once
             job = Job(self, ask, profile, history, self.candidate_files(ask), newest, tools)
             chat = ChatInput(history, await gather(job))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from margin.core.next_edit.history import EditHistories
+from margin.services.agent import AgentService
 from margin.services.app import MarginApp
 from margin.services.chat import ChatService
 from margin.services.completion import CompletionService
@@ -29,6 +30,7 @@ class Services:
     memories: MemoriesService
     retrieval: Retrieval
     next_edit: NextEditService
+    agent: AgentService
 
     @classmethod
     def over(cls, app: MarginApp) -> Services:
@@ -37,4 +39,5 @@ class Services:
         chat = ChatService(app, threads, summaries=Summaries(app, threads), instructions=instructions,
                            memories=memories, retrieval=retrieval)
         return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app, instructions),
-                   CompletionService(app), memories, retrieval, NextEditService(app, EditHistories()))
+                   CompletionService(app), memories, retrieval, NextEditService(app, EditHistories()),
+                   AgentService(app, threads, chat.guard, retrieval, app.hands))

@@ -1,6 +1,7 @@
 """A model's answer read as the agent's next action, whichever way the model acts:
 
-- `native`: the backend's tool calls (`tool_calls` of the reply);
+- `native`: the backend's tool calls (`tool_calls` of the reply), or, when it made none, an
+  action written in its text as below (a model that prints the call instead of making it);
 - `json`: the whole answer is one JSON action, `{"tool": NAME, "args": {...}}`, the request held
   to tools.action_schema();
 - `text`: the answer holds the action somewhere, as small models write it: a fenced JSON block,
@@ -80,8 +81,6 @@ def read_answer(protocol: Protocol, content: str, tool_calls: Sequence[ToolCall]
     if tool_calls:  # whatever the protocol, calls the backend made are the model's
         found = [_native(call) for call in tool_calls]
         return _checked(found, offered, content.strip(), one_only=False)
-    if protocol == "native":
-        return _unless_described(content, offered)
     if protocol == "json":
         whole = _json(content.strip())
         if isinstance(whole, dict) and ("tool" in whole or "name" in whole):

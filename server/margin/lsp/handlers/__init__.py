@@ -11,6 +11,7 @@
                    `completionMenu` is on
     status         margin/status
     next_edit      margin/nextEdit, textDocument/copilotInlineEdit, and the edit history
+    agent          margin/agent, margin/diagnostics
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from margin.lsp.server import MarginLanguageServer
 
 FEATURES = ("lifecycle", "documents", "chat", "memories", "editops", "code_actions", "completion", "status",
-            "next_edit")
+            "next_edit", "agent")
 """Every module of this folder, in the order they register (which orders the advertised
 commands); a test checks that none is missing."""
 

@@ -1,0 +1,232 @@
+"""The agent through the real margin-lsp process, a scripted model playing each trajectory the
+field's agents fail at: a call described instead of made, malformed JSON, an unknown tool, the
+same call three times, a result of 10 MB, the backend dying mid-step, a confirmation never
+answered, a 2k served window, and the person typing between the agent's read and its edit.
+Every turn ends (0 hung), nothing is written over text the model did not read (0 stale writes),
+and no request is larger than the window the server serves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+
+import pytest
+import tiktoken
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from margin.core.tokens.assets import openai_encoding_args
+from tests.e2e.agent_editor import Editor, attach
+from tests.e2e.lsp_client import margin_client, request
+from tests.fakes.fake_openai import FakeBackend, reply, stream
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+FIXED = CALC.replace("a - b", "a + b")
+EDITOR = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(
+    apply_edit=True, workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)))
+"""an editor that applies edits, without change annotations: confirmations are asked apart"""
+ENCODING = tiktoken.Encoding(**openai_encoding_args("o200k_base"))  # the packaged asset, offline
+
+
+def action(tool: str, **args: object) -> str:
+    return json.dumps({"tool": tool, "args": args})
+
+
+def workspace(tmp_path):
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "calc.py").write_text(CALC)
+    (root / "README.md").write_text("A calculator.\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def start(fake, tmp_path, root, **extra):
+    env = {"MARGIN_DEFAULTS_BASE_URL": fake.base_url, "MARGIN_DATABASE": str(tmp_path / "threads.db"),
+           "MARGIN_DEFAULTS_TOKENIZER": "tiktoken:o200k_base", "MARGIN_RETRIEVAL": "false", **extra}
+    return margin_client(env=env, root=root, capabilities=EDITOR)
+
+
+async def agent(client, editor: Editor, task: str, **params):
+    token = f"agent-{len(editor.events)}"
+    editor.events[token] = []
+    result = await asyncio.wait_for(
+        request(client, "margin/agent", {"task": task, "partialResultToken": token, **params}), 60)
+    return result, editor.events[token]
+
+
+def prompt_tokens(body: dict) -> int:
+    """A request's messages counted with the model's tokenizer (a lower bound of the prompt)."""
+    return sum(len(ENCODING.encode_ordinary(m.get("content") or "")) for m in body["messages"])
+
+
+def assert_within_window(fake, window: int) -> None:
+    for body in fake.requests:
+        assert prompt_tokens(body) + body["max_tokens"] <= window
+
+
+async def test_a_task_is_read_edited_once_confirmed_and_finished_and_kept_in_its_thread(fake, tmp_path):
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        editor.open(uri, CALC)
+        fake.script(reply(action("read", path="src/calc.py")),
+                    reply(action("edit", path="src/calc.py", old="    return a - b", new="    return a + b")),
+                    reply(action("finish", answer="add now adds.")))
+        result, events = await agent(client, editor, "fix add", textDocument={"uri": uri})
+
+        assert result["stopped"] == "finished" and result["answer"] == "add now adds."
+        assert result["protocol"] == "json"  # llama.cpp without tool calls in its template: JSON actions
+        assert editor.text(uri) == FIXED and result["edits"] == [{"path": "src/calc.py", "startLine": 2, "endLine": 2}]
+        assert len(editor.asked) == 1 and "return a + b" in editor.asked[0]  # the diff, asked before
+        assert (root / "src" / "calc.py").read_text() == CALC  # the buffer changed; saving is the person's
+        assert [e["kind"] for e in events if e["kind"] != "text"] == ["step", "call", "step", "call", "step", "final"]
+        assert [s["calls"][0]["status"] for s in result["steps"][:2]] == ["done", "done"]
+        # The JSON action protocol: each request held to the action schema, the tools not offered natively.
+        for body in fake.requests:
+            assert body["response_format"]["json_schema"]["schema"]["oneOf"][0]["properties"]["tool"] == {"const": "read"}
+            assert "tools" not in body
+        second = json.dumps(fake.requests[1]["messages"])
+        assert "return a - b" in second and "[t1 read src/calc.py]" in second
+        assert all(s["promptTokens"] <= result["limit"] for s in result["steps"])
+
+        history = await request(client, "margin/history", {"threadId": result["threadId"]})
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant", "tool", "assistant", "tool",
+                                                           "assistant", "assistant"]
+        threads = await request(client, "margin/threads", {})
+        assert result["threadId"] in [t["id"] for t in threads["threads"]]
+        with pytest.raises(JsonRpcException, match="is an agent thread"):
+            await request(client, "margin/chat", {"message": "hi", "threadId": result["threadId"]})
+    assert_within_window(fake, 8192)
+
+
+async def test_described_malformed_and_unknown_calls_are_told_back_and_counted_never_dropped(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        fake.script(reply("I will use the read tool on src/calc.py to see it."),
+                    reply('{"tool": "read", "args": {"path": "src/calc.py"'),
+                    reply(action("read", path="src/calc.py")),
+                    reply(action("open_file", path="src/calc.py")),
+                    reply(action("read", path="src/calc.py", line=3)),
+                    reply(action("finish", answer="It subtracts.")))
+        result, events = await agent(client, editor, "what does add do?")
+        assert result["stopped"] == "finished" and result["answer"] == "It subtracts."
+        told = [t["kind"] for s in result["steps"] for t in s["told"]]
+        assert told == ["described", "malformed", "unknown tool", "bad arguments"]
+        assert result["described"] == 1 and result["rejected"] == 4
+        assert [e["rejection"] for e in events if e["kind"] == "told"] == told
+        # Each was told to the model in the next step's prompt.
+        assert "described a tool call" in json.dumps(fake.requests[1]["messages"])
+        assert "not valid JSON" in json.dumps(fake.requests[2]["messages"])
+        assert "There is no tool 'open_file'" in json.dumps(fake.requests[4]["messages"])
+        assert "read takes path, start, end, not 'line'" in json.dumps(fake.requests[5]["messages"])
+
+
+async def test_the_same_call_three_times_is_told_then_stops_the_turn(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        fake.script(*[reply(action("read", path="src/calc.py")) for _ in range(3)])
+        result, _ = await agent(client, editor, "look at calc")
+        assert result["stopped"] == "stuck" and "three times" in result["why"]
+        assert [s["calls"][0]["status"] for s in result["steps"]] == ["done", "repeated", "repeated"]
+        assert "You already called read" in json.dumps(fake.requests[2]["messages"])
+        assert len(fake.requests) == 3
+
+
+async def test_a_10_mb_file_and_a_2k_window_never_make_a_request_larger_than_the_window(tmp_path):
+    root = workspace(tmp_path)
+    (root / "big.txt").write_text("word " * (2 << 20))
+    (root / "long.py").write_text("".join(f"value_{i} = {i}  # a line of the long file\n" for i in range(3000)))
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 2048}},
+                     models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as small:
+        async with start(small, tmp_path, root, MARGIN_AGENT_MAX_OUTPUT_TOKENS="256") as client:
+            editor = attach(client)
+            small.script(reply(action("read", path="big.txt")), reply(action("read", path="long.py")),
+                         reply(action("read", path="src/calc.py")), reply(action("list", path=".")),
+                         reply(action("finish", answer="done")))
+            result, _ = await agent(client, editor, "read everything")
+            assert result["stopped"] == "finished" and result["window"] == 2048
+            assert "too large to read" in json.dumps(small.requests[1]["messages"])
+            third = json.dumps(small.requests[2]["messages"])
+            assert "value_0 = 0" in third and "value_2999" not in third and "did not fit" in third
+            assert all(s["promptTokens"] <= result["limit"] for s in result["steps"])
+            # The older results became pointers to fit: the last prompt still shows the newest whole.
+            last = json.dumps(small.requests[-1]["messages"])
+            assert "[t2 read long.py]" in last and "value_0 = 0" not in last
+        assert_within_window(small, 2048)
+
+
+async def test_the_backend_dying_mid_step_ends_the_turn_and_keeps_the_steps_before(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        fake.script(reply(action("read", path="src/calc.py")), stream(['{"tool": "edit", ', '"args": {'], cut_after=1))
+        result, events = await agent(client, editor, "fix add")
+        assert result["stopped"] == "model failed" and "step 2" in result["answer"]
+        assert events[-1]["kind"] == "final"
+        history = await request(client, "margin/history", {"threadId": result["threadId"]})
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant", "tool", "assistant"]
+        # The thread goes on: the next turn's prompt holds the step kept.
+        fake.script(reply(action("finish", answer="ok")))
+        again, _ = await agent(client, editor, "go on", threadId=result["threadId"])
+        assert again["stopped"] == "finished" and "[t1 read src/calc.py]" in json.dumps(fake.requests[-1]["messages"])
+
+
+async def test_a_confirmation_never_answered_is_a_no_within_the_deadline(fake, tmp_path):
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    async with start(fake, tmp_path, root, MARGIN_AGENT_CONFIRM_TIMEOUT_S="1") as client:
+        editor = attach(client)
+        editor.answer = None
+        editor.open(uri, CALC)
+        fake.script(reply(action("read", path="src/calc.py")),
+                    reply(action("edit", path="src/calc.py", old="a - b", new="a + b")),
+                    reply(action("finish", answer="I could not change it.")))
+        result, _ = await agent(client, editor, "fix add", textDocument={"uri": uri})
+        editor.released.set()
+        assert result["stopped"] == "finished" and result["edits"] == []
+        assert result["steps"][1]["calls"][0]["status"] == "refused"
+        assert "did not answer in time" in json.dumps(fake.requests[2]["messages"])
+        assert editor.text(uri) == CALC and editor.edits == []
+
+
+async def test_text_the_person_typed_after_the_read_is_never_overwritten(fake, tmp_path):
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    typed = CALC.replace("def mul", "# the person's note\ndef mul")
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        editor.open(uri, CALC)
+        fake.script(reply(action("read", path="src/calc.py")),
+                    reply(action("edit", path="src/calc.py", old="a - b", new="a + b"), delay_s=0.5),
+                    reply(action("read", path="src/calc.py")),
+                    reply(action("edit", path="src/calc.py", old="a - b", new="a + b")),
+                    reply(action("finish", answer="fixed")))
+
+        async def type_after_the_first_read():
+            while len(fake.requests) < 2:
+                await asyncio.sleep(0.01)
+            editor.type(uri, typed)
+
+        typing = asyncio.create_task(type_after_the_first_read())
+        # The person types while the model thinks over its edit (the second answer comes after 0.5 s).
+        result, _ = await agent(client, editor, "fix add", textDocument={"uri": uri})
+        await typing
+        assert result["stopped"] == "finished"
+        first_edit = result["steps"][1]["calls"][0]
+        assert first_edit["status"] == "refused"
+        assert "changed since you read it" in json.dumps(fake.requests[2]["messages"])
+        assert editor.text(uri) == typed.replace("a - b", "a + b")  # the note kept, the fix on top
+        assert len(editor.edits) == 1
+
+
+@pytest.fixture
+def fake():
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 8192}},
+                     models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as backend:
+        yield backend
+
