@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from margin import __version__, cli_eval, cli_memories, cli_next_edit, logs, terminal_text
+from margin import __version__, cli_agent, cli_eval, cli_memories, cli_next_edit, logs, terminal_text
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
@@ -373,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_memories.add_commands(commands)
     cli_eval.add_commands(commands)
     cli_next_edit.add_commands(commands)
+    cli_agent.add_commands(commands)
     return parser
 
 

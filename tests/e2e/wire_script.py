@@ -234,6 +234,29 @@ async def command_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any
         return r.entries
 
 
+async def agent_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]:
+    """The agent in a folder on disk: a turn that reads a file, is told of a bad call, and finishes."""
+    root = folder / "agent-ws"
+    root.mkdir()
+    (root / "a.py").write_text("def total(n):\n    return n\n")
+    async with raw_client(env(fake, folder / "threads3.db", MARGIN_RETRIEVAL="false"), capabilities=PLAIN,
+                          root_uri=root.as_uri()) as client:
+        r = Recorder(client)
+        client.notify("margin/diagnostics", {"uri": (root / "a.py").as_uri(), "diagnostics": [{
+            "range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 10}},
+            "severity": 2, "message": "unused", "source": "lint"}]})
+        fake.script(reply(json.dumps({"tool": "read", "args": {"path": "a.py"}}), chunk_size=50),
+                    reply(json.dumps({"tool": "diagnostics", "args": {"path": "a.py"}}), chunk_size=50),
+                    reply(json.dumps({"tool": "open", "args": {}}), chunk_size=50),
+                    reply(json.dumps({"tool": "finish", "args": {"answer": "It returns n."}}), chunk_size=50))
+        await r.call("agent", "margin/agent", {"task": "what does total do?", "partialResultToken": "a1"})
+        r.entries.append({"label": "agent partial results", "method": "$/progress (margin/agent)", "response": [
+            n["params"] for n in client.notifications if n["method"] == "$/progress"]})
+        await r.call("agent, invalid params", "margin/agent", {"task": ""})
+        return [{**entry, "response": json.loads(json.dumps(entry["response"]).replace(root.as_uri(), "<folder>"))}
+                for entry in r.entries]
+
+
 def normalise(entries: Any, port: int) -> Any:
     threads: dict[str, str] = {}
 
@@ -261,6 +284,7 @@ async def record(folder: Path) -> list[dict[str, Any]]:
                      models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as fake:
         entries = await main_session(fake, folder)
         entries += await command_session(fake, folder)
+        entries += await agent_session(fake, folder)
         return normalise(entries, fake.port)
 
 

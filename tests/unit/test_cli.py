@@ -41,7 +41,7 @@ def test_doctor_reports_a_ready_backend(fake):
     assert "8192 tokens (llama.cpp /props n_ctx)" in result.stdout
     assert "tokenizer       llama.cpp (exact)" in result.stdout
     assert "completion  (disabled)" in result.stdout
-    assert "All 3 enabled profiles are ready." in result.stdout
+    assert "All 4 enabled profiles are ready." in result.stdout
     assert "\nsandbox: bubblewrap: no environment but the variables it is given;" in result.stdout
 
 
@@ -97,7 +97,7 @@ def test_doctor_says_a_key_is_not_sent_to_a_base_url_set_elsewhere_and_fails(fak
     origin = fake.base_url.removesuffix("/v1")
     assert (f"  api key         ${API_KEY_ENV} is not sent to {elsewhere.removesuffix('/v1')}: apiKeyEnv was set in "
             f"environment variables, but the base URL in force comes from settings file {settings}") in result.stdout
-    assert "1 of 4 enabled profiles have a problem: chat" in result.stdout
+    assert "1 of 5 enabled profiles have a problem: chat" in result.stdout
     assert f"${API_KEY_ENV} is set; sent to {origin} only" in result.stdout  # the other profiles
 
 
@@ -120,7 +120,7 @@ def test_doctor_fails_and_says_why_when_nothing_answers():
     result = margin("doctor", env={"MARGIN_DEFAULTS_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.returncode == 1
     assert "Nothing answers at http://127.0.0.1:9/v1" in result.stdout
-    assert "4 of 4 enabled profiles have a problem" in result.stdout
+    assert "5 of 5 enabled profiles have a problem" in result.stdout
 
 
 def test_doctor_finds_ollama_when_the_configured_backend_does_not_answer():

@@ -26,7 +26,7 @@ def test_a_capable_model_fills_the_hole_by_infill_answers_json_calls_tools_and_s
                 reply("1 2 3 4 5 6 7 8 9 10", usage={"prompt_tokens": 12, "completion_tokens": 20}))
     code, found = probed(fake)
     assert code == 0
-    assert found["profiles"] == ["completion", "edit", "chat", "chatOps"]
+    assert found["profiles"] == ["completion", "edit", "chat", "chatOps", "agent"]
     assert found["routes"]["infill"]["works"] is True and found["routes"]["infill"]["result"] == "fills the hole"
     assert found["routes"]["chat"]["works"] is False and found["fillRoute"] == "infill"
     assert found["jsonSchema"]["result"] == "honoured (and right)" and found["tools"]["result"] == "calls the tool"

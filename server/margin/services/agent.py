@@ -20,36 +20,42 @@ Every step:
 from __future__ import annotations
 
 import asyncio
-import copy
-import difflib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
-from typing import Protocol as TypingProtocol
+from collections.abc import Sequence
+from typing import Any
 
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
-from margin.core.agent.actions import Call, Protocol, Read, read_answer
+from margin.core.agent.actions import Read, read_answer
 from margin.core.agent.approvals import Approvals
-from margin.core.agent.edits import Applied, Ledger, Refused, fingerprint
 from margin.core.agent.ports import Hands
 from margin.core.agent.steps import Entry, Result, Shape, Step, StoredMessage, Task
-from margin.core.agent.stuck import Watch, repeated_note, step_cap
+from margin.core.agent.stuck import repeated_note, step_cap
 from margin.core.agent.tools import TOOLS
 from margin.core.budget import safety_margin
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError, ToolCall, ToolCalls, Usage, joined
 from margin.core.threads import NewMessage, Thread
 from margin.core.tokens.counter import fewest_tokens
-from margin.core.where import Where
+from margin.services.agent_calls import AgentCalls
 from margin.services.agent_reads import WorkspaceReads
+from margin.services.agent_turn import (
+    AgentAsk,
+    AgentOutcome,
+    Confirm,
+    Decision,
+    Door,
+    EditAnswer,
+    ProposedEdit,
+    StepReport,
+    Stop,
+    Turn,
+)
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
 from margin.services.errors import RequestError
-from margin.services.profile import Profile, resolve_profile, snapshot
+from margin.services.profile import resolve_profile, snapshot
 from margin.services.retrieval import Retrieval
 from margin.services.threads import DISPLAY, ThreadsService
 from margin.services.turn import ThreadGuard
@@ -60,135 +66,20 @@ PROFILE = "agent"
 CONTEXT = "agent"
 """the context of an agent thread (chat's are `chat`)"""
 
-Decision = Literal["accept", "always", "reject", "expired"]
-Stop = Literal["finished", "step cap", "stuck", "deadline", "over budget", "model failed", "rejected"]
-
-
-@dataclass(frozen=True)
-class AgentAsk:
-    task: str
-    where: Where
-    read_only: bool = False
-    """only the tools that read: an edit or a command is refused without asking (`margin agent --yes`)"""
-
-
-@dataclass(frozen=True)
-class ProposedEdit:
-    path: str
-    """the file's path in the workspace folder"""
-    uri: str
-    base: str | None
-    """the text the edit is made on (None: a new file)"""
-    text: str
-    """the file's text after it"""
-    start_line: int
-    end_line: int
-
-    def diff(self) -> str:
-        return "".join(difflib.unified_diff((self.base or "").splitlines(keepends=True), self.text.splitlines(keepends=True),
-                                            fromfile=f"a/{self.path}" if self.base is not None else "/dev/null",
-                                            tofile=f"b/{self.path}"))
-
-
-@dataclass(frozen=True)
-class Confirm:
-    """What the person is asked: an edit (with its diff) or a command."""
-
-    tool: str
-    summary: str
-    """one line: `edit src/a.py (lines 3-5)`, `run pytest -q`"""
-    edit: ProposedEdit | None = None
-    command: str | None = None
-
-
-@dataclass(frozen=True)
-class EditAnswer:
-    decision: Decision
-    failure: str | None = None
-    """accepted but not applied: why (the editor refused, the file changed)"""
-
-
-class Door(TypingProtocol):
-    """How an agent turn reaches the person and the files."""
-
-    def show(self, event: dict[str, Any]) -> Awaitable[None] | None:
-        """A step's progress: `{"kind": "step" | "text" | "call" | "told" | "final", ...}`."""
-
-    async def confirm(self, asked: Confirm) -> Decision:
-        """Ask the person (a command; an edit, for doors that ask apart from applying it)."""
-
-    async def apply(self, edit: ProposedEdit, ask: bool) -> EditAnswer:
-        """Apply an edit, asking first when `ask`; never over text other than `edit.base`."""
-
-
-@dataclass
-class StepReport:
-    number: int
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    """tool, args, status (done, failed, refused, rejected, repeated), pointer"""
-    told: list[dict[str, str]] = field(default_factory=list)
-    """rejections told to the model: kind, text"""
-    prompt_tokens: int = 0
-    """the step's prompt, counted exactly"""
-
-
-@dataclass
-class AgentOutcome:
-    thread_id: str
-    answer: str
-    stopped: Stop
-    why: str
-    protocol: Protocol
-    protocol_source: str
-    steps: list[StepReport] = field(default_factory=list)
-    edits: list[dict[str, Any]] = field(default_factory=list)
-    """each applied edit: path, startLine, endLine"""
-    usage: Usage = field(default_factory=Usage)
-    window: int = 0
-    limit: int = 0
-    """the prompt's limit: the served window less the reply's reserve and the margin"""
-    tools_tokens: int = 0
-    """what offering the tools costs, counted in every step's prompt"""
-    described: int = 0
-    """answers that described a call instead of making one"""
-    rejected: int = 0
-
-
-@dataclass
-class _Turn:
-    """One turn's state."""
-
-    ask: AgentAsk
-    thread: Thread
-    profile: Profile
-    protocol: Protocol
-    reads: WorkspaceReads
-    root: Path | None
-    door: Door
-    entries: list[Entry]
-    approvals: Approvals
-    deadline: float
-    ledger: Ledger = field(default_factory=Ledger)
-    watch: Watch = field(default_factory=Watch)
-    outcome: AgentOutcome | None = None
-    result_limit: int = 2000
-    """tokens one result may take in the prompt"""
-    model: str | None = None
-    """the model's name (the step cap goes by its size)"""
-
-
 class AgentService:
     def __init__(self, app: MarginApp, threads: ThreadsService, guard: ThreadGuard, retrieval: Retrieval | None,
                  hands: Hands | None) -> None:
         self.app = app
         self.threads = threads
         self.guard = guard
-        self.retrieval = retrieval
-        self.hands = hands
+        self.calls = AgentCalls(app, retrieval, hands)
         self.approvals: dict[str, Approvals] = {}
         """each thread's approvals ("Always in this thread"), for as long as the server runs"""
-        self.diagnostics: dict[str, list[dict[str, Any]]] = {}
+
+    @property
+    def diagnostics(self) -> dict[str, list[dict[str, Any]]]:
         """the problems the editor reports, by document URI (margin/diagnostics)"""
+        return self.calls.diagnostics
 
     # --- the thread ----------------------------------------------------------------------------
 
@@ -225,7 +116,7 @@ class AgentService:
             protocol, source = self.app.backends.agent_protocol(settings, info)
             folder = self.app.workspace.folder_of(ask.where.text_document)
             globals_ = self.app.settings.current.globals
-            turn = _Turn(ask, thread, profile, protocol, WorkspaceReads(self.app, folder),
+            turn = Turn(ask, thread, profile, protocol, WorkspaceReads(self.app, folder),
                          self.app.workspace.root_of(folder or None), door, await self._entries(thread),
                          self.approvals.setdefault(thread.id, Approvals()),
                          time.monotonic() + globals_.agent_turn_timeout_s)
@@ -233,11 +124,12 @@ class AgentService:
                                         limit=max(0, profile.window - profile.max_output_tokens
                                                   - safety_margin(profile.window, profile.counter.exact)))
             turn.model = settings.model or (info.models[0] if info.models else None)
+            turn.grammar = info.kind in ("llama.cpp", "vllm")
             return await self._turn(turn)
         finally:
             self.guard.release(thread.id)
 
-    async def _turn(self, turn: _Turn) -> AgentOutcome:
+    async def _turn(self, turn: Turn) -> AgentOutcome:
         out = turn.outcome
         assert out is not None
         counter = turn.profile.counter
@@ -269,39 +161,45 @@ class AgentService:
         return await self._ended(turn, "step cap", f"The turn reached its cap of {cap} steps for this model "
                                  "without finishing; its steps are kept. Ask again to go on.")
 
-    def _system(self, turn: _Turn, pointers: bool) -> str:
+    def _system(self, turn: Turn, pointers: bool) -> str:
         template = turn.profile.template
         parts = [fragment.text for fragment in template.required]
-        if turn.protocol == "text":
-            parts.append(agent_tools.described(TOOLS))
+        if turn.protocol != "native":  # the tools in words (with JSON actions, the grammar holds only their shape)
+            parts.append(agent_tools.described(TOOLS, fenced=turn.protocol == "text"))
         if pointers and template.pointer_legend:
             parts.append(template.pointer_legend)
         return "\n\n".join(parts)
 
-    def _tools(self, turn: _Turn) -> list[dict[str, Any]]:
+    def _tools(self, turn: Turn) -> list[dict[str, Any]]:
         return agent_tools.native(TOOLS) if turn.protocol == "native" else []
 
-    def _format(self, turn: _Turn) -> dict[str, Any] | None:
+    def _format(self, turn: Turn) -> dict[str, Any] | None:
         if turn.protocol != "json":
             return None
         return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(TOOLS)}}
 
-    async def _tools_tokens(self, turn: _Turn) -> int:
+    async def _tools_tokens(self, turn: Turn) -> int:
         counter = turn.profile.counter
         if turn.protocol == "native":
             return await counter.count_chat([], self._tools(turn)) - await counter.count_chat([])
-        if turn.protocol == "json":
-            return (await counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
-        return (await counter.count_texts([agent_tools.described(TOOLS)]))[0]
+        described = (await counter.count_texts([agent_tools.described(TOOLS, fenced=turn.protocol == "text")]))[0]
+        return described + await self._schema_tokens(turn)
 
-    async def _fit(self, turn: _Turn) -> tuple[list[ChatMessage], int] | None:
+    async def _schema_tokens(self, turn: Turn) -> int:
+        """What the action schema may cost in the prompt: nothing where the server holds the answer
+        to it by a grammar (llama.cpp, vLLM), else its JSON counted (a server may show it to the model)."""
+        if turn.protocol != "json" or turn.grammar:
+            return 0
+        return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
+
+    async def _fit(self, turn: Turn) -> tuple[list[ChatMessage], int] | None:
         """The step's prompt within the limit, and its exact count; None when not even the
         tasks, the instructions and the newest step as pointers fit."""
         out = turn.outcome
         assert out is not None
         counter = turn.profile.counter
         shape: Shape | None = agent_steps.first_shape(turn.entries)
-        extra = out.tools_tokens if turn.protocol == "json" else 0  # a schema the server may show the model
+        extra = await self._schema_tokens(turn)
         while shape is not None:
             pointers = bool(agent_steps.shown_pointers(turn.entries, shape)) or shape.left_out > 0
             messages = agent_steps.messages(turn.protocol, self._system(turn, pointers), turn.entries, shape)
@@ -311,7 +209,7 @@ class AgentService:
             shape = agent_steps.tighter(turn.entries, shape)
         return None
 
-    async def _step(self, turn: _Turn, number: int, system: str) -> AgentOutcome | None:
+    async def _step(self, turn: Turn, number: int, system: str) -> AgentOutcome | None:
         out = turn.outcome
         assert out is not None
         report = StepReport(number)
@@ -336,7 +234,7 @@ class AgentService:
         read = read_answer(turn.protocol, text, calls, TOOLS, number)
         return await self._act(turn, number, text, calls, read, report)
 
-    async def _ask_model(self, turn: _Turn, messages: Sequence[ChatMessage],
+    async def _ask_model(self, turn: Turn, messages: Sequence[ChatMessage],
                          number: int) -> tuple[str, tuple[ToolCall, ...], Usage]:
         profile = turn.profile
         tools = self._tools(turn)
@@ -357,7 +255,7 @@ class AgentService:
                     usage = delta.usage or usage
         return joined(parts), calls.calls(), usage
 
-    async def _act(self, turn: _Turn, number: int, text: str, native_calls: tuple[ToolCall, ...], read: Read,
+    async def _act(self, turn: Turn, number: int, text: str, native_calls: tuple[ToolCall, ...], read: Read,
                    report: StepReport) -> AgentOutcome | None:
         out = turn.outcome
         assert out is not None
@@ -379,7 +277,7 @@ class AgentService:
             if call.tool is agent_tools.FINISH:
                 report.calls.append({"tool": call.tool.name, "args": call.args, "status": "done", "pointer": ""})
                 continue
-            status, shown, changed = await self._call(turn, call, number)
+            status, shown, changed = await self.calls.call(turn, call, number)
             label = agent_steps.label_for(call.tool.name, call.args)
             if any(r.label == label for r in results):
                 label = f"{label} #{len(results) + 1}"
@@ -411,7 +309,7 @@ class AgentService:
             return await self._ended(turn, "stuck", f"Stopped: {quiet.why}.")
         return None
 
-    def _answer_text(self, turn: _Turn, text: str, read: Read, native_calls: tuple[ToolCall, ...]) -> str:
+    def _answer_text(self, turn: Turn, text: str, read: Read, native_calls: tuple[ToolCall, ...]) -> str:
         if turn.protocol == "native" and native_calls:
             return text
         if read.calls and not text.strip():
@@ -419,7 +317,7 @@ class AgentService:
             return agent_steps.action_text(call.tool.name, call.args)
         return text.strip() or (agent_steps.action_text(read.calls[0].tool.name, read.calls[0].args) if read.calls else "")
 
-    async def _counted(self, turn: _Turn, results: list[Result]) -> list[Result]:
+    async def _counted(self, turn: Turn, results: list[Result]) -> list[Result]:
         """Each result counted, and cut to the share of the window one result may take."""
         counter = turn.profile.counter
         texts = [r.text for r in results]
@@ -440,126 +338,6 @@ class AgentService:
             made.append(Result(result.step, text, result.label, result.call_id, tokens))
         return made
 
-    # --- the calls -----------------------------------------------------------------------------
-
-    async def _call(self, turn: _Turn, call: Call, number: int) -> tuple[str, str, bool]:
-        """Run one call: (status, what the model is shown, whether a file changed)."""
-        name, args = call.tool.name, call.args
-        try:
-            if name == "read":
-                shown = turn.reads.read(args["path"], args.get("start"), args.get("end"),
-                                        max_chars=max(1000, turn.result_limit * 3))
-                if shown.ok and shown.path is not None and shown.current is not None:
-                    turn.ledger.read(shown.path, shown.current, shown.start, shown.end)
-                return ("done" if shown.ok else "failed"), shown.text, False
-            if name == "list":
-                shown = turn.reads.list(args["path"])
-                return ("done" if shown.ok else "failed"), shown.text, False
-            if name == "search":
-                shown = await turn.reads.search(args["query"], self.retrieval)
-                return ("done" if shown.ok else "failed"), shown.text, False
-            if name == "recall":
-                found = agent_steps.find(turn.entries, args["pointer"])
-                if found is None:
-                    return "failed", f"Nothing in this thread is {args['pointer']}: pointers look like [t3 read a.py].", False
-                return "done", found.text, False
-            if name == "diagnostics":
-                return "done", self._diagnostics(turn, args["path"]), False
-            if name == "edit":
-                return await self._edit(turn, call)
-            if name == "run":
-                return await self._run(turn, call)
-        except OSError as error:
-            return "failed", f"{name} failed: {error.strerror or type(error).__name__}.", False
-        return "failed", f"There is no tool {name!r}.", False
-
-    def _diagnostics(self, turn: _Turn, path: str) -> str:
-        file_id = turn.reads._file_id(path)
-        if not file_id:
-            return f"{path} is not a file inside the workspace."
-        found = self.diagnostics.get(f"{turn.reads.folder_uri}/{file_id}")
-        if found is None:
-            return f"No problems are known for {file_id}: the editor has reported none."
-        if not found:
-            return f"{file_id} has no problems reported."
-        lines = [f"{file_id}:{d.get('line', 0)}: {d.get('severity', 'problem')}: {d.get('message', '')}"
-                 + (f" ({d['source']})" if d.get("source") else "") for d in found[:50]]
-        return f"{len(found)} problems in {file_id} now:\n" + "\n".join(lines) + "\n"
-
-    async def _edit(self, turn: _Turn, call: Call) -> tuple[str, str, bool]:
-        args = call.args
-        if turn.ask.read_only:
-            return "refused", "Edits are not allowed in this run (read-only): say what should change, then finish.", False
-        current, problem = turn.reads.current_text(args["path"])
-        missing = current is None and problem is not None and problem.startswith("There is no file")
-        if current is None and not missing:
-            return "failed", problem or f"{args['path']} cannot be edited.", False
-        file_id = turn.reads._file_id(args["path"]) or args["path"]
-        before = copy.deepcopy(turn.ledger.seen.get(file_id))
-        made = turn.ledger.edit(file_id, current, args["old"], args["new"])
-        if isinstance(made, Refused):
-            return "refused", made.reason, False
-        assert isinstance(made, Applied)
-        proposed = ProposedEdit(file_id, f"{turn.reads.folder_uri}/{file_id}", current, made.text, made.start_line,
-                                made.end_line)
-        ask = turn.approvals.needs_asking(agent_tools.EDIT, args)
-        answer = await self._within_deadline(turn, turn.door.apply(proposed, ask),
-                                             EditAnswer("expired"))
-        if answer.decision == "always":
-            turn.approvals.approve_always(agent_tools.EDIT, args)
-        if answer.decision in ("reject", "expired") or answer.failure:
-            if before is None:
-                turn.ledger.seen.pop(file_id, None)
-            else:
-                turn.ledger.seen[file_id] = before
-            if answer.failure:
-                return "failed", f"The edit was not applied: {answer.failure} Read {file_id} again.", False
-            why = ("The person did not answer in time" if answer.decision == "expired" else "The person declined it")
-            return "refused", f"{why}: the edit of {file_id} was not applied. Do something else, or finish.", False
-        assert turn.outcome is not None
-        turn.outcome.edits.append({"path": file_id, "startLine": made.start_line, "endLine": made.end_line})
-        said = (f"Edited {file_id}: lines {made.start_line}-{made.end_line} are now the new text "
-                f"(sha256:{fingerprint(made.text)[:12]}).")
-        return "done", said, True
-
-    async def _run(self, turn: _Turn, call: Call) -> tuple[str, str, bool]:
-        command = call.args["command"]
-        if turn.ask.read_only:
-            return "refused", "Commands are not allowed in this run (read-only).", False
-        if self.hands is None or turn.root is None:
-            return "failed", "Commands cannot run here: the workspace folder is not on this machine's disk.", False
-        if turn.approvals.needs_asking(agent_tools.RUN, call.args):
-            decision = await self._within_deadline(turn, turn.door.confirm(Confirm("run", f"run {command}", command=command)),
-                                                   "expired")
-            if decision == "always":
-                turn.approvals.approve_always(agent_tools.RUN, call.args)
-            elif decision != "accept":
-                why = "The person did not answer in time" if decision == "expired" else "The person declined it"
-                return "refused", f"{why}: {command!r} did not run. Do something else, or finish.", False
-        ran = await self.hands.run(command, turn.root)
-        unsaved = [f.uri.rsplit("/", 1)[-1] for f in self.app.files.files()
-                   if f.uri.startswith(turn.reads.folder_uri + "/") and self._unsaved(turn, f.uri, f.text)]
-        note = (f"(Unsaved in the editor, so the command saw them as saved: {', '.join(unsaved[:5])}.)\n"
-                if unsaved else "")
-        return ("done" if ran.ok else "failed"), note + ran.text, False
-
-    def _unsaved(self, turn: _Turn, uri: str, text: str) -> bool:
-        if turn.root is None:
-            return False
-        path = turn.root / uri[len(turn.reads.folder_uri) + 1:]
-        try:
-            return path.read_bytes().decode("utf-8", errors="replace") != text
-        except OSError:
-            return False
-
-    async def _within_deadline(self, turn: _Turn, work: Awaitable[Any], expired: Any) -> Any:
-        timeout = self.app.settings.current.globals.agent_confirm_timeout_s
-        try:
-            return await asyncio.wait_for(work, timeout)
-        except TimeoutError:
-            log.info("agent confirmation expired thread=%s after_s=%g", turn.thread.id, timeout)
-            return expired
-
     # --- storing and ending --------------------------------------------------------------------
 
     async def _store(self, thread: Thread, messages: Sequence[NewMessage]) -> None:
@@ -568,7 +346,7 @@ class AgentService:
         except KeyError:
             raise RequestError("The thread was deleted while the agent was working; its steps were not kept.") from None
 
-    async def _store_step(self, turn: _Turn, step: Step, read: Read) -> None:
+    async def _store_step(self, turn: Turn, step: Step, read: Read) -> None:
         counter = turn.profile.counter
         answer_meta, results = agent_steps.stored_step(step, {"protocol": turn.protocol})
         answer_tokens = (await counter.count_texts([step.answer]))[0]
@@ -577,7 +355,7 @@ class AgentService:
                      for (text, meta), r in zip(results, step.results)]
         await self._store(turn.thread, messages)
 
-    async def _ended(self, turn: _Turn, stopped: Stop, why: str, answer: str = "") -> AgentOutcome:
+    async def _ended(self, turn: Turn, stopped: Stop, why: str, answer: str = "") -> AgentOutcome:
         out = turn.outcome
         assert out is not None
         out.stopped, out.why = stopped, why
@@ -595,7 +373,7 @@ class AgentService:
         out.stopped, out.why, out.answer = stopped, why, why
         return out
 
-    async def _show(self, turn: _Turn, event: dict[str, Any]) -> None:
+    async def _show(self, turn: Turn, event: dict[str, Any]) -> None:
         shown = turn.door.show(event)
         if asyncio.iscoroutine(shown):
             await shown
@@ -603,4 +381,7 @@ class AgentService:
 
 def _first_line(text: str) -> str:
     return next((line.strip()[:160] for line in text.splitlines() if line.strip()), "")
+
+
+__all__ = ["AgentAsk", "AgentOutcome", "AgentService", "Confirm", "Decision", "Door", "EditAnswer", "ProposedEdit"]
 

@@ -235,8 +235,8 @@ async def _agent(provider: Any, profile: ProfileSettings, tools: Check) -> tuple
     started = time.perf_counter()
     tried: list[str] = []
     for protocol in ("json", "text"):
-        system = "You act with tools, one action per answer." + (
-            "" if protocol == "json" else "\n\n" + agent_tools.described(AGENT_TOOLS))
+        system = "You act with tools, one action per answer.\n\n" + agent_tools.described(
+            AGENT_TOOLS, fenced=protocol == "text")  # as the agent's prompt says them
         schema = {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(AGENT_TOOLS)}}
         request = ChatRequest([ChatMessage("system", system), ChatMessage("user", AGENT_TASK)], AGENT_TOKENS, 0.0, profile.model,
                               schema if protocol == "json" else None)

@@ -10,7 +10,7 @@ def test_builtin_defaults_are_complete_and_distinct_per_profile():
     settings = resolve([])
     assert settings == BUILTIN
     assert set(settings.profiles) == set(PROFILES)
-    assert {p.template for p in settings.profiles.values()} == {"completion_v1", "edit_v1", "chat_v1", "chat_ops_v1",
+    assert {p.template for p in settings.profiles.values()} == {"completion_v1", "edit_v1", "chat_v1", "chat_ops_v1", "agent_v1",
                                                                 "next_edit_v1"}
     assert [name for name, p in settings.profiles.items() if not p.enabled] == ["nextEdit"]  # off until turned on
     assert all(p.base_url == "http://127.0.0.1:8080/v1" and p.context_window == "auto" for p in settings.profiles.values())

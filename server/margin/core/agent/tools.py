@@ -94,16 +94,20 @@ def action_schema(tools: Sequence[Tool] = TOOLS) -> dict[str, Any]:
          "required": ["tool", "args"]} for tool in tools]}
 
 
-def described(tools: Sequence[Tool] = TOOLS) -> str:
-    """The tools as a model without tool calls or a schema reads them: a line each, with the
-    arguments, then how to call one."""
+def described(tools: Sequence[Tool] = TOOLS, *, fenced: bool = True) -> str:
+    """The tools as a model without tool calls reads them: a line each, with the arguments, then
+    how to call one — in a fenced block, or (`fenced=False`, an answer held to the action schema)
+    as the whole answer."""
     lines = []
     for tool in tools:
         args = ", ".join(f'"{name}": {_example(spec)}' + ("" if name in tool.required else " (optional)")
                          for name, spec in tool.properties.items())
         lines.append(f"- {tool.name} {{{args}}}: {tool.description}")
+    example = '{"tool": "read", "args": {"path": "main.py"}}'
+    if not fenced:
+        return "Tools:\n" + "\n".join(lines) + f"\n\nAnswer with exactly one action, as JSON: {example}"
     return ("Tools:\n" + "\n".join(lines) + "\n\nCall exactly one tool per answer, as JSON in a fenced block:\n"
-            '```json\n{"tool": "read", "args": {"path": "main.py"}}\n```')
+            f"```json\n{example}\n```")
 
 
 def _example(spec: dict[str, Any]) -> str:
