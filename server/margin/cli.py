@@ -20,9 +20,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from margin import __version__, cli_agent, cli_eval, cli_memories, cli_next_edit, logs, terminal_text
+from margin import (
+    __version__,
+    cli_agent,
+    cli_app,
+    cli_eval,
+    cli_explain,
+    cli_memories,
+    cli_next_edit,
+    logs,
+    terminal_text,
+)
 from margin.cli_app import CliError, open_services, running_app
-from margin.core.budget import BudgetReport
 from margin.core.local_servers import PORTS_ENV
 from margin.core.settings import PROFILES
 from margin.core.where import Where
@@ -60,6 +69,8 @@ def render_report(reports: Sequence[ProfileReport], settings_from: str) -> str:
         ]
         if r.completion_route:
             rows.append(("route", f"{r.completion_route}: {ROUTE_DESCRIPTIONS[r.completion_route]}"))
+        if r.agent_protocol:
+            rows.append(("actions", r.agent_protocol))
         if r.error:
             rows.append(("problem", r.error))
         lines.extend(f"  {label:<15} {value}" for label, value in rows)
@@ -148,21 +159,6 @@ def _check(check: Check | None) -> str:
     return check.result + (f" ({check.seconds:.1f} s)" if check.seconds >= 0.05 else "")
 
 
-def _message(args: argparse.Namespace) -> str:
-    message = " ".join(args.message).strip()
-    if not message and not sys.stdin.isatty():
-        message = sys.stdin.read().strip()
-    if not message:
-        raise CliError("say something: margin chat \"your question\" (or pipe it on standard input)")
-    return message
-
-
-def _budget_line(budget: BudgetReport) -> str:
-    exactness = "exact" if budget.exact else "approximate"
-    return (f"{budget.counted or budget.total} of {budget.limit} tokens "
-            f"(window {budget.context_window}, {budget.tokenizer}, {exactness})")
-
-
 async def _chat(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
         services, uris = open_services(app, args.file)
@@ -176,44 +172,14 @@ async def _chat(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
 
             await services.retrieval.indexed(where.text_document)
-            outcome = await services.chat.chat(Ask(_message(args), where, uris), on_delta=show)
+            outcome = await services.chat.chat(Ask(cli_app.message(args), where, uris), on_delta=show)
         except RequestError as error:
             raise CliError(str(error)) from None
         if outcome.not_sent:
             print(f"margin: {outcome.not_sent}", file=sys.stderr)
             return 1
         print()
-        print(f"[thread {outcome.thread_id} · {_budget_line(outcome.budget)}]", file=sys.stderr)
-        return 0
-
-
-async def _explain(args: argparse.Namespace) -> int:
-    from margin.lsp.wire import BudgetModel
-
-    async with running_app(args) as (app, _):
-        services, uris = open_services(app, args.file)
-        ask = Ask(_message(args), Where(text_document=uris[0] if uris else None, thread_id=args.thread), uris)
-        try:
-            await services.retrieval.indexed(ask.where.text_document)
-            prepared = await services.chat.explain(ask, args.profile)
-        except RequestError as error:
-            raise CliError(str(error)) from None
-        budget = prepared.budget()
-        messages = [m.as_json() for m in prepared.assembly.messages]
-        if args.json:
-            print(json.dumps({"budget": BudgetModel.of(budget).dump(), "messages": messages}, indent=2,
-                             ensure_ascii=False))
-            return 0
-        print(f"profile {args.profile} · thread {prepared.thread.id} · {_budget_line(budget)}")
-        if prepared.assembly.over_budget:
-            print(f"NOT SENDABLE: {prepared.assembly.over_budget}")
-        for section in budget.sections:
-            print(f"  {section.name:<16} {section.tokens:>7} tokens  {section.kept} kept")
-            for dropped in section.dropped:
-                print(f"  {'':<16} dropped {dropped.item}: {dropped.reason}")
-        if args.messages:
-            for message in messages:
-                print(f"\n--- {message['role']} ---\n{message['content']}")
+        print(f"[thread {outcome.thread_id} · {cli_explain.budget_line(outcome.budget)}]", file=sys.stderr)
         return 0
 
 
@@ -227,7 +193,7 @@ async def _edit(args: argparse.Namespace) -> int:
 
     async with running_app(args) as (app, _):
         services, uris = open_services(app, [args.file])
-        ask = Ask(" ".join(args.instruction).strip() or _message(args), Where(text_document=uris[0]), uris)
+        ask = Ask(" ".join(args.instruction).strip() or cli_app.message(args), Where(text_document=uris[0]), uris)
         await services.retrieval.indexed(uris[0])
         outcome = await services.editops.propose(ask)
         if not outcome.ops:
@@ -269,7 +235,7 @@ async def _complete(args: argparse.Namespace) -> int:
         _, uris = open_services(app, [args.file])
         app.files.encoding = PositionEncoding.UTF32  # columns in characters, as a person counts them
         outcome = await CompletionService(app).complete(CompletionRequest(uris[0], Position(line - 1, col - 1)))
-        where = f"route {outcome.route or 'none'}" + (f" · {_budget_line(outcome.budget)}" if outcome.budget else "")
+        where = f"route {outcome.route or 'none'}" + (f" · {cli_explain.budget_line(outcome.budget)}" if outcome.budget else "")
         if outcome.suggestion is None:
             print(f"margin: no suggestion ({outcome.reason}) [{where}]", file=sys.stderr)
             return 1
@@ -352,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--profile", default="chat", choices=PROFILES)
     explain.add_argument("--messages", action="store_true", help="also print every message in full")
     explain.add_argument("--json", action="store_true", help="print budget and messages as JSON")
-    explain.set_defaults(run=_explain)
+    explain.set_defaults(run=cli_explain.explain)
     edit = commands.add_parser("edit", help="propose an edit of FILE as a unified diff; --apply writes it")
     edit.add_argument("file", help="the file to change")
     edit.add_argument("instruction", nargs="*", help="what to change (or pipe it on standard input)")

@@ -57,3 +57,12 @@ def open_services(app: MarginApp, files: Sequence[str]) -> tuple[Services, list[
     app.tell_user = lambda message: print(f"margin: {message}", file=sys.stderr)
     app.workspace.folders = lambda: [Path.cwd().as_uri()]
     return Services.over(app), uris
+
+
+def message(args: argparse.Namespace) -> str:
+    message = " ".join(args.message).strip()
+    if not message and not sys.stdin.isatty():
+        message = sys.stdin.read().strip()
+    if not message:
+        raise CliError("say something: margin chat \"your question\" (or pipe it on standard input)")
+    return message

@@ -72,6 +72,15 @@ async def test_a_task_is_read_edited_once_confirmed_and_finished_and_kept_in_its
     async with start(fake, tmp_path, root) as client:
         editor = attach(client)
         editor.open(uri, CALC)
+        explained = await request(client, "margin/explain", {"message": "fix add", "profile": "agent",
+                                                             "textDocument": {"uri": uri}})
+        assert explained["tools"] == ["read", "list", "search", "edit", "run", "diagnostics", "recall", "finish"]
+        sections = {s["name"]: s["tokens"] for s in explained["budget"]["sections"]}
+        assert 150 < sections["tools"] <= 300 and explained["budget"]["counted"] <= explained["budget"]["limit"]
+        assert "- edit {" in explained["messages"][0]["content"] and explained["messages"][1]["content"] == "Task: fix add"
+        status = await request(client, "margin/status", {})
+        assert status["profiles"]["agent"]["agentProtocol"].startswith("json · llama.cpp holds an answer")
+        assert fake.requests == []  # explaining and the status call no model
         fake.script(reply(action("read", path="src/calc.py")),
                     reply(action("edit", path="src/calc.py", old="    return a - b", new="    return a + b")),
                     reply(action("finish", answer="add now adds.")))

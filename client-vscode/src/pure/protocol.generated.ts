@@ -312,7 +312,10 @@ export interface EditSelectionResult {
 }
 
 export interface ExplainParams extends ChatRequestParams {
-  /** the profile whose prompt to explain (default `"chat"`) */
+  /**
+   * the profile whose prompt to explain (`agent`: the agent's next step for `message` as its
+   * task, in the thread named or a new one) (default `"chat"`)
+   */
   profile?: "completion" | "edit" | "chat" | "chatOps" | "nextEdit" | "agent";
 }
 
@@ -326,7 +329,7 @@ export interface ExplainResult {
   message?: string | null;
   /**
    * the tools the request would offer (`recall`, when a pointer is shown and the backend
-   * takes tools)
+   * takes tools; the agent's, for the agent profile)
    */
   tools?: string[] | null;
 }
@@ -557,6 +560,11 @@ export interface ProfileStatus {
    * once found; null for the other profiles
    */
   completionRoute?: string | null;
+  /**
+   * the agent profile's action protocol (native, json, text) and how it was known; null for
+   * the other profiles
+   */
+  agentProtocol?: string | null;
 }
 
 export interface Range {

@@ -158,7 +158,8 @@ class ChatRequestParams(_Wire):
 
 class ExplainParams(ChatRequestParams):
     profile: Literal[PROFILES] = "chat"  # type: ignore[valid-type]
-    """the profile whose prompt to explain"""
+    """the profile whose prompt to explain (`agent`: the agent's next step for `message` as its
+    task, in the thread named or a new one)"""
 
 
 class ChatDelta(_Wire):
@@ -212,7 +213,7 @@ class ExplainResult(_Wire):
     """why nothing would be sent (over budget)"""
     tools: list[str] | None = None
     """the tools the request would offer (`recall`, when a pointer is shown and the backend
-    takes tools)"""
+    takes tools; the agent's, for the agent profile)"""
 
     @staticmethod
     def messages_of(messages: Sequence[ChatMessage]) -> list[MessageModel]:

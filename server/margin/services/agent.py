@@ -20,7 +20,6 @@ Every step:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -31,17 +30,21 @@ from margin.core.agent import tools as agent_tools
 from margin.core.agent.actions import Read, read_answer
 from margin.core.agent.approvals import Approvals
 from margin.core.agent.ports import Hands
-from margin.core.agent.steps import Entry, Result, Shape, Step, StoredMessage, Task
+from margin.core.agent.steps import Entry, Result, Step, StoredMessage, Task
 from margin.core.agent.stuck import repeated_note, step_cap
 from margin.core.agent.tools import TOOLS
-from margin.core.budget import safety_margin
+from margin.core.budget import BudgetReport, Dropped, SectionReport, safety_margin
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError, ToolCall, ToolCalls, Usage, joined
+from margin.core.settings import ProfileSettings
 from margin.core.threads import NewMessage, Thread
 from margin.core.tokens.counter import fewest_tokens
+from margin.services import agent_prompt
 from margin.services.agent_calls import AgentCalls
 from margin.services.agent_reads import WorkspaceReads
 from margin.services.agent_turn import (
+    NO_DOOR,
     AgentAsk,
+    AgentExplained,
     AgentOutcome,
     Confirm,
     Decision,
@@ -83,7 +86,8 @@ class AgentService:
 
     # --- the thread ----------------------------------------------------------------------------
 
-    async def _thread(self, ask: AgentAsk) -> Thread:
+    async def _thread(self, ask: AgentAsk, make: bool = True) -> Thread | None:
+        """The agent thread named, else a new one (`make`: made now; else None)."""
         where = ask.where
         if where.thread_id:
             thread = await self.threads.thread_for(where)
@@ -91,6 +95,8 @@ class AgentService:
                 raise RequestError(f"Thread {thread.id} is a chat thread: an agent task goes to an agent thread "
                                    "(leave threadId out to start one).")
             return thread
+        if not make:
+            return None
         workspace = self.app.workspace.folder_of(where.text_document)
         title = " ".join(ask.task.split())[:60]
         return await self.app.storage.run(lambda store: store.new_thread(workspace, CONTEXT, title))
@@ -103,31 +109,70 @@ class AgentService:
     # --- the turn ------------------------------------------------------------------------------
 
     async def run(self, ask: AgentAsk, door: Door) -> AgentOutcome:
+        settings = self._settings(ask)
+        thread = await self._thread(ask)
+        assert thread is not None
+        self.guard.acquire(thread.id)
+        try:
+            return await self._turn(await self._open(ask, settings, thread, door))
+        finally:
+            self.guard.release(thread.id)
+
+    def _settings(self, ask: AgentAsk) -> ProfileSettings:
         settings = snapshot(self.app, PROFILE)
         if not settings.enabled:
             raise RequestError(f"The {PROFILE} profile is disabled (set {PROFILE}.enabled to true).")
         if not ask.task.strip():
             raise RequestError("Say what the agent should do: the task is empty.")
-        thread = await self._thread(ask)
-        self.guard.acquire(thread.id)
-        try:
-            profile = await resolve_profile(self.app, PROFILE, settings)
-            info = await self.app.backends.probe(PROFILE, settings)
-            protocol, source = self.app.backends.agent_protocol(settings, info)
-            folder = self.app.workspace.folder_of(ask.where.text_document)
-            globals_ = self.app.settings.current.globals
-            turn = Turn(ask, thread, profile, protocol, WorkspaceReads(self.app, folder),
-                         self.app.workspace.root_of(folder or None), door, await self._entries(thread),
-                         self.approvals.setdefault(thread.id, Approvals()),
-                         time.monotonic() + globals_.agent_turn_timeout_s)
-            turn.outcome = AgentOutcome(thread.id, "", "finished", "", protocol, source, window=profile.window,
-                                        limit=max(0, profile.window - profile.max_output_tokens
-                                                  - safety_margin(profile.window, profile.counter.exact)))
-            turn.model = settings.model or (info.models[0] if info.models else None)
-            turn.grammar = info.kind in ("llama.cpp", "vllm")
-            return await self._turn(turn)
-        finally:
-            self.guard.release(thread.id)
+        return settings
+
+    async def _open(self, ask: AgentAsk, settings: ProfileSettings, thread: Thread | None, door: Door) -> Turn:
+        """The turn before its first step (`thread` None: a new thread, not yet made)."""
+        profile = await resolve_profile(self.app, PROFILE, settings)
+        info = await self.app.backends.probe(PROFILE, settings)
+        protocol, source = self.app.backends.agent_protocol(settings, info)
+        folder = self.app.workspace.folder_of(ask.where.text_document)
+        globals_ = self.app.settings.current.globals
+        entries = await self._entries(thread) if thread is not None else []
+        thread = thread or Thread("", folder, CONTEXT, 0.0, 0.0)
+        turn = Turn(ask, thread, profile, protocol, WorkspaceReads(self.app, folder),
+                    self.app.workspace.root_of(folder or None), door, entries,
+                    self.approvals.setdefault(thread.id, Approvals()) if thread.id else Approvals(),
+                    time.monotonic() + globals_.agent_turn_timeout_s)
+        turn.outcome = AgentOutcome(thread.id, "", "finished", "", protocol, source, window=profile.window,
+                                    limit=max(0, profile.window - profile.max_output_tokens
+                                              - safety_margin(profile.window, profile.counter.exact)))
+        turn.model = settings.model or (info.models[0] if info.models else None)
+        turn.grammar = info.kind in ("llama.cpp", "vllm")
+        turn.outcome.tools_tokens = await agent_prompt.tools_tokens(turn)
+        return turn
+
+    async def explain(self, ask: AgentAsk) -> AgentExplained:
+        """The first step's prompt for `ask` (the next step's, in a thread named), and its budget,
+        without calling a model."""
+        settings = self._settings(ask)
+        thread = await self._thread(ask, make=False)
+        turn = await self._open(ask, settings, thread, NO_DOOR)
+        out = turn.outcome
+        assert out is not None
+        turn.entries.append(Task(ask.task))
+        fitted = await agent_prompt.fit(turn)
+        system = agent_prompt.system(turn, pointers=False)
+        counter = turn.profile.counter
+        system_tokens, task_tokens = await counter.count_texts([system, ask.task])
+        shape_pointers = agent_steps.shown_pointers(turn.entries, agent_steps.first_shape(turn.entries))
+        steps_shown = sum(isinstance(e, Step) for e in turn.entries)
+        messages, counted = fitted if fitted is not None else ([], 0)
+        sections = (SectionReport("system", system_tokens, 1, ()),
+                    SectionReport("tools", out.tools_tokens, len(TOOLS), ()),
+                    SectionReport("steps", max(0, counted - system_tokens - out.tools_tokens - task_tokens), steps_shown,
+                                  tuple(Dropped(p, "shown as its pointer") for p in shape_pointers)),
+                    SectionReport("task", task_tokens, 1, ()))
+        report = BudgetReport(out.window, turn.profile.max_output_tokens, out.limit, sum(s.tokens for s in sections),
+                              counter.name, counter.exact, sections, counted)
+        over = None if fitted is not None else "The prompt cannot fit the model's window even with every result as a pointer."
+        return AgentExplained(thread.id if thread is not None else "", messages, report, [t.name for t in TOOLS],
+                              out.protocol, over)
 
     async def _turn(self, turn: Turn) -> AgentOutcome:
         out = turn.outcome
@@ -137,10 +182,9 @@ class AgentService:
         if fewest_tokens(task) > out.limit:
             return self._stopped(out, "over budget", f"The task is {len(task):,} characters, more than the "
                                  f"{out.limit:,} tokens a prompt may take with this model: shorten it.")
-        system = self._system(turn, pointers=False)
-        fixed = await counter.count_chat([ChatMessage("system", self._system(turn, pointers=True)),
-                                          ChatMessage("user", f"Task: {task}")], self._tools(turn))
-        out.tools_tokens = await self._tools_tokens(turn)
+        system = agent_prompt.system(turn, pointers=False)
+        fixed = await counter.count_chat([ChatMessage("system", agent_prompt.system(turn, pointers=True)),
+                                          ChatMessage("user", f"Task: {task}")], agent_prompt.tools(turn))
         if fixed > out.limit:
             return self._stopped(out, "over budget", f"The task and the agent's instructions and tools take {fixed:,} "
                                  f"tokens, more than the {out.limit:,} a prompt may take with this model "
@@ -161,60 +205,12 @@ class AgentService:
         return await self._ended(turn, "step cap", f"The turn reached its cap of {cap} steps for this model "
                                  "without finishing; its steps are kept. Ask again to go on.")
 
-    def _system(self, turn: Turn, pointers: bool) -> str:
-        template = turn.profile.template
-        parts = [fragment.text for fragment in template.required]
-        if turn.protocol != "native":  # the tools in words (with JSON actions, the grammar holds only their shape)
-            parts.append(agent_tools.described(TOOLS, fenced=turn.protocol == "text"))
-        if pointers and template.pointer_legend:
-            parts.append(template.pointer_legend)
-        return "\n\n".join(parts)
-
-    def _tools(self, turn: Turn) -> list[dict[str, Any]]:
-        return agent_tools.native(TOOLS) if turn.protocol == "native" else []
-
-    def _format(self, turn: Turn) -> dict[str, Any] | None:
-        if turn.protocol != "json":
-            return None
-        return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(TOOLS)}}
-
-    async def _tools_tokens(self, turn: Turn) -> int:
-        counter = turn.profile.counter
-        if turn.protocol == "native":
-            return await counter.count_chat([], self._tools(turn)) - await counter.count_chat([])
-        described = (await counter.count_texts([agent_tools.described(TOOLS, fenced=turn.protocol == "text")]))[0]
-        return described + await self._schema_tokens(turn)
-
-    async def _schema_tokens(self, turn: Turn) -> int:
-        """What the action schema may cost in the prompt: nothing where the server holds the answer
-        to it by a grammar (llama.cpp, vLLM), else its JSON counted (a server may show it to the model)."""
-        if turn.protocol != "json" or turn.grammar:
-            return 0
-        return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
-
-    async def _fit(self, turn: Turn) -> tuple[list[ChatMessage], int] | None:
-        """The step's prompt within the limit, and its exact count; None when not even the
-        tasks, the instructions and the newest step as pointers fit."""
-        out = turn.outcome
-        assert out is not None
-        counter = turn.profile.counter
-        shape: Shape | None = agent_steps.first_shape(turn.entries)
-        extra = await self._schema_tokens(turn)
-        while shape is not None:
-            pointers = bool(agent_steps.shown_pointers(turn.entries, shape)) or shape.left_out > 0
-            messages = agent_steps.messages(turn.protocol, self._system(turn, pointers), turn.entries, shape)
-            counted = await counter.count_chat(messages, self._tools(turn)) + extra
-            if counted <= out.limit:
-                return messages, counted
-            shape = agent_steps.tighter(turn.entries, shape)
-        return None
-
     async def _step(self, turn: Turn, number: int, system: str) -> AgentOutcome | None:
         out = turn.outcome
         assert out is not None
         report = StepReport(number)
         out.steps.append(report)
-        fitted = await self._fit(turn)
+        fitted = await agent_prompt.fit(turn)
         if fitted is None:
             return await self._ended(turn, "over budget", "The next step's prompt cannot fit the model's window even "
                                      "with every earlier result shown as a pointer; the steps are kept.")
@@ -237,8 +233,8 @@ class AgentService:
     async def _ask_model(self, turn: Turn, messages: Sequence[ChatMessage],
                          number: int) -> tuple[str, tuple[ToolCall, ...], Usage]:
         profile = turn.profile
-        tools = self._tools(turn)
-        request = profile.request(messages, response_format=self._format(turn), tools=tools,
+        tools = agent_prompt.tools(turn)
+        request = profile.request(messages, response_format=agent_prompt.format(turn), tools=tools,
                                   tool_choice="auto" if tools else None)
         parts: list[str] = []
         calls = ToolCalls()

@@ -16,7 +16,8 @@ from margin.core.agent.approvals import Approvals
 from margin.core.agent.edits import Ledger
 from margin.core.agent.steps import Entry
 from margin.core.agent.stuck import Watch
-from margin.core.llm import Usage
+from margin.core.budget import BudgetReport
+from margin.core.llm import ChatMessage, Usage
 from margin.core.threads import Thread
 from margin.core.where import Where
 from margin.services.agent_reads import WorkspaceReads
@@ -141,3 +142,28 @@ class Turn:
     """the server holds an answer to a JSON schema by a grammar, outside the prompt (llama.cpp, vLLM)"""
 
 
+@dataclass(frozen=True)
+class AgentExplained:
+    thread_id: str
+    """the thread named, or "" (a new one would be made)"""
+    messages: list[ChatMessage]
+    budget: BudgetReport
+    tools: list[str]
+    protocol: Protocol
+    over_budget: str | None = None
+
+
+class NoDoor:
+    """An explanation reaches no one."""
+
+    def show(self, event: dict[str, Any]) -> None:
+        return None
+
+    async def confirm(self, asked: Confirm) -> Decision:
+        return "reject"
+
+    async def apply(self, edit: ProposedEdit, ask: bool) -> EditAnswer:
+        return EditAnswer("reject")
+
+
+NO_DOOR = NoDoor()

@@ -52,6 +52,9 @@ class ProfileStatus(BaseModel):
     completion_route: str | None = None
     """the completion profile's route (infill, mistral_fim, completions_suffix, raw_fim, chat),
     once found; null for the other profiles"""
+    agent_protocol: str | None = None
+    """the agent profile's action protocol (native, json, text) and how it was known; null for
+    the other profiles"""
 
 
 class ProfileReport(ProfileStatus):
@@ -126,6 +129,8 @@ async def diagnose(
             error=error,
             timed_out=info.timed_out if info else False,
             completion_route=route,
+            agent_protocol=(" · ".join(backends.agent_protocol(profile, info))
+                            if name == "agent" and info is not None and info.reachable else None),
         )
 
     return list(await asyncio.gather(*(report(name) for name in PROFILES)))

@@ -16,6 +16,7 @@ from margin.services.errors import RequestError
 # Loaded after the `initialize` reply (margin.deferred): not needed to answer it.
 with deferred.imports():
     from margin.lsp import wire
+    from margin.services import agent_turn
 
 
 async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
@@ -47,6 +48,15 @@ async def chat(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
 
 async def explain(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(EXPLAIN.params_model(), params, EXPLAIN.name)
+    if request.profile == "agent":  # the agent's next step, not a chat prompt
+        with answering_failures():
+            ask = request.core()
+            agent = await ls.services.agent.explain(agent_turn.AgentAsk(ask.message, ask.where))
+        explained = wire.ExplainResult(thread_id=agent.thread_id, budget=wire.BudgetModel.of(agent.budget),
+                                       messages=wire.ExplainResult.messages_of(agent.messages), tools=agent.tools)
+        if agent.over_budget:
+            explained.message = agent.over_budget
+        return explained.dump()
     with answering_failures():
         prepared = await ls.services.chat.explain(request.core(), request.profile)
     result = wire.ExplainResult(thread_id=prepared.thread.id, budget=wire.BudgetModel.of(prepared.budget()),

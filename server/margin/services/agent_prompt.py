@@ -1,0 +1,71 @@
+"""The agent's prompt for each step: the system prompt (the template's instructions, the tools in
+words unless the model calls them natively, the pointer legend when pointers are shown), what
+offering the tools costs, and the step's messages fitted to the limit (core.agent.steps shapes
+them, tighter until they fit), counted exactly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from margin.core.agent import steps as agent_steps
+from margin.core.agent import tools as agent_tools
+from margin.core.agent.steps import Shape
+from margin.core.agent.tools import TOOLS
+from margin.core.llm import ChatMessage
+from margin.services.agent_turn import Turn
+
+
+def system(turn: Turn, pointers: bool) -> str:
+    template = turn.profile.template
+    parts = [fragment.text for fragment in template.required]
+    if turn.protocol != "native":  # the tools in words (with JSON actions, the grammar holds only their shape)
+        parts.append(agent_tools.described(TOOLS, fenced=turn.protocol == "text"))
+    if pointers and template.pointer_legend:
+        parts.append(template.pointer_legend)
+    return "\n\n".join(parts)
+
+
+def tools(turn: Turn) -> list[dict[str, Any]]:
+    return agent_tools.native(TOOLS) if turn.protocol == "native" else []
+
+
+def format(turn: Turn) -> dict[str, Any] | None:
+    if turn.protocol != "json":
+        return None
+    return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(TOOLS)}}
+
+
+async def tools_tokens(turn: Turn) -> int:
+    counter = turn.profile.counter
+    if turn.protocol == "native":
+        return await counter.count_chat([], tools(turn)) - await counter.count_chat([])
+    described = (await counter.count_texts([agent_tools.described(TOOLS, fenced=turn.protocol == "text")]))[0]
+    return described + await schema_tokens(turn)
+
+
+async def schema_tokens(turn: Turn) -> int:
+    """What the action schema may cost in the prompt: nothing where the server holds the answer
+    to it by a grammar (llama.cpp, vLLM), else its JSON counted (a server may show it to the model)."""
+    if turn.protocol != "json" or turn.grammar:
+        return 0
+    return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
+
+
+async def fit(turn: Turn) -> tuple[list[ChatMessage], int] | None:
+    """The step's prompt within the limit, and its exact count; None when not even the
+    tasks, the instructions and the newest step as pointers fit."""
+    out = turn.outcome
+    assert out is not None
+    counter = turn.profile.counter
+    shape: Shape | None = agent_steps.first_shape(turn.entries)
+    extra = await schema_tokens(turn)
+    while shape is not None:
+        pointers = bool(agent_steps.shown_pointers(turn.entries, shape)) or shape.left_out > 0
+        messages = agent_steps.messages(turn.protocol, system(turn, pointers), turn.entries, shape)
+        counted = await counter.count_chat(messages, tools(turn)) + extra
+        if counted <= out.limit:
+            return messages, counted
+        shape = agent_steps.tighter(turn.entries, shape)
+    return None
+
