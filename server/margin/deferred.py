@@ -71,6 +71,7 @@ WARM_UP: tuple[str, ...] = (
     "margin.adapters.agent_run",
     "margin.core.editops",
     "margin.services.workspace",
+    "margin.core.agent.tools",
     "margin.services.agent_turn",
     "margin.services.agent",
     "margin.lsp.wire_agent",

@@ -19,7 +19,7 @@ from pygls.exceptions import JsonRpcException
 from margin.core.tokens.assets import openai_encoding_args
 from tests.e2e.agent_editor import Editor, attach
 from tests.e2e.lsp_client import margin_client, request
-from tests.fakes.fake_openai import FakeBackend, reply, stream
+from tests.fakes.fake_openai import FakeBackend, hang, reply, stream, tool_calls
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = CALC.replace("a - b", "a + b")
@@ -239,3 +239,74 @@ def fake():
                      models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as backend:
         yield backend
 
+
+
+async def test_native_tool_calls_always_in_this_thread_and_approvals_listed_and_revoked(tmp_path):
+    """A server whose template takes tools: the tools offered natively, each call answered by its
+    id; "Always in this thread" approves that exact edit again without asking, until revoked."""
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    with FakeBackend(props={"default_generation_settings": {"n_ctx": 8192}, "chat_template_caps": {"supports_tools": True}},
+                     models=[{"id": "fake-model", "owned_by": "llamacpp"}]) as native:
+        async with start(native, tmp_path, root) as client:
+            editor = attach(client)
+            editor.answer = "Always in this thread"
+            editor.open(uri, CALC)
+            flip = {"path": "src/calc.py", "old": "a - b", "new": "a + b"}
+            back = {"path": "src/calc.py", "old": "a + b", "new": "a - b"}
+            native.script(tool_calls(("read", json.dumps({"path": "src/calc.py"})), content="Reading. "),
+                          tool_calls(("edit", json.dumps(flip)), ("edit", json.dumps(back)), ids=["e1", "e2"]),
+                          tool_calls(("finish", json.dumps({"answer": "flipped twice"}))))
+            result, _ = await agent(client, editor, "flip add", textDocument={"uri": uri})
+            assert result["protocol"] == "native" and result["stopped"] == "finished"
+            assert native.requests[0]["tools"][0]["function"]["name"] == "read" and "response_format" not in native.requests[0]
+            answered = [m for m in native.requests[2]["messages"] if m["role"] == "tool"]
+            assert [m["tool_call_id"] for m in answered] == ["call_0", "e1", "e2"]
+            assert [c["status"] for c in result["steps"][1]["calls"]] == ["done", "done"]
+            assert len(editor.asked) == 2 and editor.text(uri) == CALC  # each edit asked once, both applied
+
+            listed = await request(client, "margin/approvals", {"threadId": result["threadId"]})
+            assert listed["approvals"] == [{"tool": "edit", "args": flip}, {"tool": "edit", "args": back}]
+            native.script(tool_calls(("edit", json.dumps(flip))), tool_calls(("read", json.dumps({"path": "src/calc.py"}))),
+                          tool_calls(("edit", json.dumps(flip))), tool_calls(("finish", json.dumps({"answer": "ok"}))))
+            editor.answer = "Reject"
+            again, _ = await agent(client, editor, "flip it once more", threadId=result["threadId"])
+            assert [s["calls"][0]["status"] for s in again["steps"][:3]] == ["refused", "done", "done"]  # a new turn reads first
+            assert "Read src/calc.py first" in json.dumps(native.requests[-3]["messages"])
+            assert again["edits"] == [{"path": "src/calc.py", "startLine": 2, "endLine": 2}] and len(editor.asked) == 2
+            assert editor.text(uri) == FIXED  # approved before: applied without asking
+
+            revoked = await request(client, "margin/approvals", {"threadId": result["threadId"],
+                                                                 "revoke": [{"tool": "edit", "args": back}]})
+            assert revoked["approvals"] == [{"tool": "edit", "args": flip}]
+            native.script(tool_calls(("read", json.dumps({"path": "src/calc.py"}))),
+                          tool_calls(("edit", json.dumps(back))), tool_calls(("finish", json.dumps({"answer": "no"}))))
+            third, _ = await agent(client, editor, "and back", threadId=result["threadId"])
+            assert third["steps"][1]["calls"][0]["status"] == "refused" and len(editor.asked) == 3
+            assert editor.text(uri) == FIXED
+
+
+async def test_cancelling_a_turn_stops_the_model_call_and_keeps_the_steps_that_completed(fake, tmp_path):
+    root = workspace(tmp_path)
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        fake.script(reply(action("read", path="src/calc.py")), hang(60))
+        params = {"task": "fix add", "partialResultToken": "c", "workDoneToken": "w"}
+        task = asyncio.ensure_future(request(client, "margin/agent", params))
+        while len(fake.requests) < 2:
+            await asyncio.sleep(0.01)
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token="w"))  # the stop button
+        with pytest.raises(JsonRpcException, match="cancel"):
+            await asyncio.wait_for(task, 30)
+        threads = await request(client, "margin/threads", {})
+        (thread,) = [t for t in threads["threads"] if t["title"] == "fix add"]
+        for _ in range(500):  # the cancelled turn lets go of the thread
+            history = await request(client, "margin/history", {"threadId": thread["id"]})
+            if len(history["messages"]) == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant", "tool"]
+        fake.script(reply(action("finish", answer="went on")))
+        again, _ = await agent(client, editor, "go on", threadId=thread["id"])
+        assert again["stopped"] == "finished"  # the thread is free again
+        assert fake.disconnects  # the model call was aborted, not left running

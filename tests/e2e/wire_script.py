@@ -252,6 +252,8 @@ async def agent_session(fake: FakeBackend, folder: Path) -> list[dict[str, Any]]
         await r.call("agent", "margin/agent", {"task": "what does total do?", "partialResultToken": "a1"})
         r.entries.append({"label": "agent partial results", "method": "$/progress (margin/agent)", "response": [
             n["params"] for n in client.notifications if n["method"] == "$/progress"]})
+        thread = r.entries[-2]["response"]["result"]["threadId"]
+        await r.call("approvals", "margin/approvals", {"threadId": thread})
         await r.call("agent, invalid params", "margin/agent", {"task": ""})
         return [{**entry, "response": json.loads(json.dumps(entry["response"]).replace(root.as_uri(), "<folder>"))}
                 for entry in r.entries]

@@ -186,6 +186,10 @@ class GlobalSettings(BaseModel):
     agent_confirm_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=(
         "Seconds the agent waits for an answer to a confirmation (an edit, a command) before "
         "taking it as a no."))] = 120.0
+    agent_run_patterns: Annotated[tuple[str, ...], BeforeValidator(json_names), Field(json_schema_extra=USER_ONLY, description=(
+        "Commands the agent may run without asking, as shell-style patterns of a plain command "
+        "(one program and its arguments, e.g. `pytest *`); a command with `;`, `&&`, `|`, `$(…)` "
+        "or redirections is always asked. Still run in the sandbox."))] = ()
     agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description=(
         "Seconds an agent turn may take in all before it stops, its steps kept."))] = 1800.0
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(

@@ -190,6 +190,13 @@ AGENT = Method(
     "RequestFailed when another request is running in the thread, the thread named is not an "
     "agent thread, or the agent profile is disabled; RequestCancelled when the client cancels it, "
     "the completed steps kept.", partial="wire_agent:AgentEvent")
+APPROVALS = Method(
+    "margin/approvals", "wire_agent:ApprovalsParams", "wire_agent:ApprovalsResult",
+    "What the agent may do without asking in an agent thread, and revoking it.",
+    "For a list of the thread's \"Always in this thread\" approvals (each a tool and its exact "
+    "arguments) with a way to revoke each: `revoke` names the ones to forget. `patterns` are the "
+    "person's agentRunPatterns, which apply everywhere and change only in user settings.",
+    "RequestFailed when the thread does not exist.")
 DIAGNOSTICS = Method(
     "margin/diagnostics", "wire_agent:DiagnosticsParams", "wire_agent:NoResult",
     "The problems the editor shows in a document, for the agent's `diagnostics` tool.",
@@ -197,7 +204,7 @@ DIAGNOSTICS = Method(
     "Neovim module send it): every problem the editor shows in it now.", kind="notification")
 
 REQUESTS: tuple[Method, ...] = (STATUS, CHAT, EXPLAIN, HISTORY, RECALL, THREADS, NEW_THREAD, DELETE_THREAD,
-                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT, AGENT)
+                                REMEMBER, FORGET, MEMORIES, EDIT_OPS, APPLY_OPS, NEXT_EDIT, AGENT, APPROVALS)
 """Margin's own requests, in the order `initialize` advertises them."""
 COMMANDS: tuple[Method, ...] = (APPLY_OPS_COMMAND, EDIT_SELECTION_COMMAND)
 STANDARD: tuple[Method, ...] = (INLINE_COMPLETION, COPILOT_INLINE_EDIT)

@@ -148,5 +148,28 @@ class DiagnosticsParams(_Wire):
                  **({"source": d.source} if d.source else {})} for d in self.diagnostics]
 
 
+class ApprovalModel(_Wire):
+    tool: str
+    """edit or run"""
+    args: dict[str, Any]
+    """exactly the arguments approved"""
+
+
+class ApprovalsParams(_Wire):
+    thread_id: Annotated[str, Field(min_length=1)]
+    """the agent thread"""
+    revoke: list[ApprovalModel] = Field(default_factory=list)
+    """approvals to forget first"""
+
+
+class ApprovalsResult(_Wire):
+    thread_id: str
+    approvals: list[ApprovalModel]
+    """what the agent may do in this thread without asking ("Always in this thread"), until the
+    server stops"""
+    patterns: list[str]
+    """the person's agentRunPatterns: commands that run without asking, in every thread"""
+
+
 class NoResult(_Wire):
     """A notification has none."""

@@ -28,7 +28,7 @@ from typing import Any
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
 from margin.core.agent.actions import Read, read_answer
-from margin.core.agent.approvals import Approvals
+from margin.core.agent.approvals import Approval, Approvals
 from margin.core.agent.ports import Hands
 from margin.core.agent.steps import Entry, Result, Step, StoredMessage, Task
 from margin.core.agent.stuck import repeated_note, step_cap
@@ -38,6 +38,7 @@ from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError, ToolCal
 from margin.core.settings import ProfileSettings
 from margin.core.threads import NewMessage, Thread
 from margin.core.tokens.counter import fewest_tokens
+from margin.core.where import Where
 from margin.services import agent_prompt
 from margin.services.agent_calls import AgentCalls
 from margin.services.agent_reads import WorkspaceReads
@@ -78,6 +79,21 @@ class AgentService:
         self.calls = AgentCalls(app, retrieval, hands)
         self.approvals: dict[str, Approvals] = {}
         """each thread's approvals ("Always in this thread"), for as long as the server runs"""
+
+    def _approvals(self, thread_id: str, patterns: tuple[str, ...]) -> Approvals:
+        """The thread's approvals, with the person's run patterns as they are now."""
+        approvals = self.approvals.setdefault(thread_id, Approvals()) if thread_id else Approvals()
+        approvals.patterns = patterns
+        return approvals
+
+    async def approved(self, thread_id: str, revoke: Sequence[tuple[str, str]] = ()) -> tuple[list[Approval], tuple[str, ...]]:
+        """The thread's "Always in this thread" approvals (each revoked first, when named as
+        (tool, canonical arguments)), and the run patterns that apply to every thread."""
+        thread = await self.threads.thread_for(Where(thread_id=thread_id))
+        approvals = self._approvals(thread.id, self.app.settings.current.globals.agent_run_patterns)
+        for tool, args in revoke:
+            approvals.revoke(Approval(tool, args))
+        return list(approvals.always), tuple(approvals.patterns)
 
     @property
     def diagnostics(self) -> dict[str, list[dict[str, Any]]]:
@@ -137,7 +153,7 @@ class AgentService:
         thread = thread or Thread("", folder, CONTEXT, 0.0, 0.0)
         turn = Turn(ask, thread, profile, protocol, WorkspaceReads(self.app, folder),
                     self.app.workspace.root_of(folder or None), door, entries,
-                    self.approvals.setdefault(thread.id, Approvals()) if thread.id else Approvals(),
+                    self._approvals(thread.id, globals_.agent_run_patterns),
                     time.monotonic() + globals_.agent_turn_timeout_s)
         turn.outcome = AgentOutcome(thread.id, "", "finished", "", protocol, source, window=profile.window,
                                     limit=max(0, profile.window - profile.max_output_tokens

@@ -11,6 +11,7 @@ that is not open is written to disk, only over the text the model read."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any
@@ -19,12 +20,13 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from margin import deferred
-from margin.lsp.methods import AGENT, DIAGNOSTICS
-from margin.lsp.server import MarginLanguageServer, RequestFailed, parse_params
+from margin.lsp.methods import AGENT, APPROVALS, DIAGNOSTICS
+from margin.lsp.server import MarginLanguageServer, RequestFailed, answering_failures, parse_params
 from margin.services.errors import RequestError
 
 with deferred.imports():
     from margin.core import editops
+    from margin.core.agent import tools as agent_tools
     from margin.lsp import convert, wire_agent
     from margin.services import agent as agent_service
     from margin.services import workspace
@@ -150,6 +152,16 @@ async def agent(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     return wire_agent.AgentResult.of(outcome).dump()
 
 
+async def approvals(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
+    request = parse_params(APPROVALS.params_model(), params, APPROVALS.name)
+    revoke = [(a.tool, agent_tools.canonical(a.args)) for a in request.revoke]
+    with answering_failures():
+        always, patterns = await ls.services.agent.approved(request.thread_id, revoke)
+    return wire_agent.ApprovalsResult(
+        thread_id=request.thread_id, patterns=list(patterns),
+        approvals=[wire_agent.ApprovalModel(tool=a.tool, args=json.loads(a.args)) for a in always]).dump()
+
+
 async def diagnostics(ls: MarginLanguageServer, params: Any) -> None:
     try:
         request = parse_params(DIAGNOSTICS.params_model(), params, DIAGNOSTICS.name)
@@ -161,5 +173,6 @@ async def diagnostics(ls: MarginLanguageServer, params: Any) -> None:
 
 def register(server: MarginLanguageServer) -> None:
     server.feature(AGENT.name)(agent)
+    server.feature(APPROVALS.name)(approvals)
     server.feature(DIAGNOSTICS.name)(diagnostics)
 
