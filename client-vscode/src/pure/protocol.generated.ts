@@ -20,6 +20,7 @@ export const METHODS = {
   applyOps: "margin/applyOps",
   nextEdit: "margin/nextEdit",
   agent: "margin/agent",
+  approvals: "margin/approvals",
 } as const;
 
 /** Margin's commands (workspace/executeCommand; the params are the one argument). */
@@ -45,6 +46,7 @@ export interface Requests {
   "margin/applyOps": { params: ApplyOpsParams; result: ApplyOpsResult };
   "margin/nextEdit": { params: NextEditParams; result: NextEditResult };
   "margin/agent": { params: AgentParams; result: AgentResult };
+  "margin/approvals": { params: ApprovalsParams; result: ApprovalsResult };
 }
 
 export interface AgentCall {
@@ -165,6 +167,31 @@ export interface ApplyOpsResult {
   staleFiles: string[];
   /** why nothing was applied, for a person */
   failureReason?: string | null;
+}
+
+export interface Approval {
+  /** edit or run */
+  tool: string;
+  /** exactly the arguments approved */
+  args: Record<string, unknown>;
+}
+
+export interface ApprovalsParams {
+  /** the agent thread (not empty) */
+  threadId: string;
+  /** approvals to forget first */
+  revoke?: Approval[];
+}
+
+export interface ApprovalsResult {
+  threadId: string;
+  /**
+   * what the agent may do in this thread without asking ("Always in this thread"), until the
+   * server stops
+   */
+  approvals: Approval[];
+  /** the person's agentRunPatterns: commands that run without asking, in every thread */
+  patterns: string[];
 }
 
 /** The budget report in every chat, edit-ops and explain result. */

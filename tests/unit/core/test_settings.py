@@ -122,8 +122,8 @@ def test_the_user_only_settings_are_the_ones_marked_so_in_the_model():
 
     assert user_only_fields(ProfileSettings) == ("base_url", "model", "api_key_env", "temperature", "tokenizer",
                                                  "template")
-    assert user_only_fields(GlobalSettings) == ("database", "thread_ttl_days", "prompts_dir", "code_actions",
-                                                "next_edit_pause_ms", "instruction_files", "agent_run_patterns")
+    assert user_only_fields(GlobalSettings) == ("database", "thread_ttl_days", "prompts_dir", "agent_run_patterns",
+                                                "code_actions", "next_edit_pause_ms", "instruction_files")
 
 
 # What a repository might ask for, per setting only the user may set: every one differs from the
