@@ -151,6 +151,8 @@ def _shown(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return f"`{value}`"
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
     if isinstance(value, (list, tuple)):
         return ", ".join(item["title"] if isinstance(item, dict) else _shown(item) for item in value)
     raise ValueError(f"no way to show the default {value!r}")
