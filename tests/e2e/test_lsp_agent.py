@@ -310,3 +310,30 @@ async def test_cancelling_a_turn_stops_the_model_call_and_keeps_the_steps_that_c
         again, _ = await agent(client, editor, "go on", threadId=thread["id"])
         assert again["stopped"] == "finished"  # the thread is free again
         assert fake.disconnects  # the model call was aborted, not left running
+
+
+async def test_on_ollamas_2k_window_actions_in_text_are_read_and_no_request_passes_the_window(tmp_path):
+    """Ollama's OpenAI endpoint ignores a larger window and cuts silently: the agent works in the
+    2048 tokens Ollama serves (num_ctx) whatever contextWindow says, with actions written in text."""
+    from tests.fakes.fake_ollama import FakeOllama
+
+    root = workspace(tmp_path)
+    (root / "long.py").write_text("".join(f"value_{i} = {i}  # a line of the long file\n" for i in range(3000)))
+    with FakeOllama(["qwen2.5-coder:1.5b"]) as ollama:
+        ollama.num_ctx["qwen2.5-coder:1.5b"] = 2048
+        ollama.script(reply('I will read it.\n```json\n{"tool": "read", "args": {"path": "long.py"}}\n```'),
+                      reply('<tool_call>{"name": "read", "arguments": {"path": "src/calc.py"}}</tool_call>'),
+                      reply('```json\n{"tool": "finish", "args": {"answer": "read both"}}\n```'))
+        async with start(ollama, tmp_path, root, MARGIN_DEFAULTS_MODEL="qwen2.5-coder:1.5b",
+                         MARGIN_AGENT_CONTEXT_WINDOW="32000", MARGIN_AGENT_MAX_OUTPUT_TOKENS="256") as client:
+            editor = attach(client)
+            result, _ = await agent(client, editor, "read the code")
+            tiny, _ = await agent(client, editor, "word " * 3000)
+        assert result["protocol"] == "text" and result["window"] == 2048 and result["stopped"] == "finished"
+        assert [s["calls"][0]["tool"] for s in result["steps"]] == ["read", "read", "finish"]  # 1.5B: the small cap
+        assert "Tools:\n- read" in ollama.requests[0]["messages"][0]["content"] and "tools" not in ollama.requests[0]
+        second = json.dumps(ollama.requests[1]["messages"])
+        assert "value_0 = 0" in second and "value_2999" not in second
+        assert tiny["stopped"] == "over budget" and "OLLAMA_CONTEXT_LENGTH" in tiny["answer"]
+        assert len(ollama.requests) == 3  # the task too large for the window was never sent
+        assert_within_window(ollama, 2048)

@@ -160,6 +160,10 @@ class AgentService:
                                               - safety_margin(profile.window, profile.counter.exact)))
         turn.model = settings.model or (info.models[0] if info.models else None)
         turn.grammar = info.kind in ("llama.cpp", "vllm")
+        if info.silent_cut:  # Ollama: the window it serves is all there is, whatever was set
+            turn.served_note = (f" The server runs this model with a {profile.window:,}-token window and cuts longer "
+                                "prompts silently: give it a larger one (Ollama: OLLAMA_CONTEXT_LENGTH, or num_ctx "
+                                "in the model's Modelfile).")
         turn.outcome.tools_tokens = await agent_prompt.tools_tokens(turn)
         return turn
 
@@ -204,7 +208,8 @@ class AgentService:
         if fixed > out.limit:
             return self._stopped(out, "over budget", f"The task and the agent's instructions and tools take {fixed:,} "
                                  f"tokens, more than the {out.limit:,} a prompt may take with this model "
-                                 f"(window {out.window:,}): shorten the task or use a model with a larger window.")
+                                 f"(window {out.window:,}): shorten the task or use a model with a larger window."
+                                 + turn.served_note)
         turn.result_limit = max(256, (out.limit - fixed) // 3)
         await self._store(turn.thread, [NewMessage("user", task, meta={DISPLAY: task, agent_steps.AGENT: {"task": True}},
                                                    tokens={counter.name: (await counter.count_texts([task]))[0]})])
@@ -229,7 +234,7 @@ class AgentService:
         fitted = await agent_prompt.fit(turn)
         if fitted is None:
             return await self._ended(turn, "over budget", "The next step's prompt cannot fit the model's window even "
-                                     "with every earlier result shown as a pointer; the steps are kept.")
+                                     "with every earlier result shown as a pointer; the steps are kept." + turn.served_note)
         messages, report.prompt_tokens = fitted
         await self._show(turn, {"kind": "step", "step": number, "promptTokens": report.prompt_tokens})
         try:

@@ -138,6 +138,8 @@ class Turn:
     """tokens one result may take in the prompt"""
     model: str | None = None
     """the model's name (the step cap goes by its size)"""
+    served_note: str = ""
+    """what to do about a window the server will not exceed (said with an over-budget stop)"""
     grammar: bool = False
     """the server holds an answer to a JSON schema by a grammar, outside the prompt (llama.cpp, vLLM)"""
 
