@@ -24,6 +24,7 @@ FAST = {
     "retrieval": ("bench_retrieval.py", "--files", "10000"),
     "next edit": ("bench_next_edit.py",),
     "next edit cost": ("bench_next_edit_cost.py", "--rounds", "2", "--keys", "24"),
+    "agent": ("bench_agent.py", "--steps", "30", "--rounds", "4"),
 }
 
 
