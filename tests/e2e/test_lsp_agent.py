@@ -106,6 +106,8 @@ async def test_a_task_is_read_edited_once_confirmed_and_finished_and_kept_in_its
                                                            "assistant", "assistant"]
         threads = await request(client, "margin/threads", {})
         assert result["threadId"] in [t["id"] for t in threads["threads"]]
+        recalled = await request(client, "margin/recall", {"pointer": "[t1 read src/calc.py]", "threadId": result["threadId"]})
+        assert recalled["content"].endswith(CALC) and recalled["pointer"] == "[t1 read src/calc.py]"
         with pytest.raises(JsonRpcException, match="is an agent thread"):
             await request(client, "margin/chat", {"message": "hi", "threadId": result["threadId"]})
     assert_within_window(fake, 8192)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from margin.core import pointers
+from margin.core.agent import steps as agent_steps
 from margin.core.pointers import Recalled
 from margin.core.threads import FILE_CONTEXT, Message, NewMessage, Thread
 from margin.core.where import NOWHERE, Where
@@ -91,11 +92,23 @@ class ThreadsService:
                                "file name, `ops` or `reply`).")
         thread = await self.thread_for(where)
         timeline = await self.timeline(thread.id)
+        if thread.context == "agent":  # an agent step's result: [t3 read a.py] names step 3's
+            return self._agent_result(thread, timeline, pointer)
         found = pointers.resolve(timeline, pointer)
         if found is None:
             raise NotFound(f"Nothing in this thread is {pointer.strip()}: check the turn number and the name.")
         file_id = found.message.meta.get("file_id") if found.message.kind == FILE_CONTEXT else None
         return RecallOutcome(thread, found, file_id, pointers.changed_since(found, timeline, self.open_fingerprint))
+
+    @staticmethod
+    def _agent_result(thread: Thread, timeline: Sequence[Message], pointer: str) -> RecallOutcome:
+        wanted = " ".join(pointer.strip().strip("[]").split())
+        for message in timeline:
+            meta = message.meta.get(agent_steps.AGENT)
+            if message.kind == agent_steps.RESULT and isinstance(meta, dict) \
+                    and str(meta.get("pointer", "")).strip("[]") == wanted:
+                return RecallOutcome(thread, Recalled(str(meta["pointer"]), message, message.content, None, None), None, None)
+        raise NotFound(f"Nothing in this thread is {pointer.strip()}: check the step number and the name.")
 
     def open_fingerprint(self, uri: str) -> str | None:
         """The open file's fingerprint, None when it is not open."""
