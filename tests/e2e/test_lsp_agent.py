@@ -339,3 +339,46 @@ async def test_on_ollamas_2k_window_actions_in_text_are_read_and_no_request_pass
         assert tiny["stopped"] == "over budget" and "OLLAMA_CONTEXT_LENGTH" in tiny["answer"]
         assert len(ollama.requests) == 3  # the task too large for the window was never sent
         assert_within_window(ollama, 2048)
+
+
+async def test_diagnostics_show_what_an_edit_changed_and_commands_run_asked_in_the_sandbox(fake, tmp_path):
+    """The problems the editor reports, as a delta between looks; a command asked, then run in the
+    sandbox in the workspace folder; the person's check command for a file with no reports."""
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    readme = (root / "README.md").as_uri()
+    async with start(fake, tmp_path, root, MARGIN_AGENT_CHECK_COMMAND="grep -c calculator {path}") as client:
+        editor = attach(client)
+        editor.open(uri, CALC)
+
+        def problems(*messages: str) -> None:
+            client.protocol.notify("margin/diagnostics", {"uri": uri, "diagnostics": [
+                {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 9}},
+                 "severity": 1, "message": message, "source": "lint"} for message in messages]})
+
+        problems("subtracts", "unused b")
+        steps = [reply(action("diagnostics", path="src/calc.py")), reply(action("read", path="src/calc.py")),
+                 reply(action("edit", path="src/calc.py", old="a - b", new="a + b")),
+                 reply(action("diagnostics", path="src/calc.py")), reply(action("run", command="cat src/calc.py")),
+                 reply(action("diagnostics", path="README.md")), reply(action("finish", answer="done"))]
+
+        async def after_the_edit():
+            while len(fake.requests) < 4:
+                await asyncio.sleep(0.01)
+            problems("unused b", "missing docstring")
+
+        changing = asyncio.create_task(after_the_edit())
+        fake.script(*steps[:3], reply(action("diagnostics", path="src/calc.py"), delay_s=0.5), *steps[4:])
+        result, _ = await agent(client, editor, "fix add, then check", textDocument={"uri": uri})
+        await changing
+        assert result["stopped"] == "finished"
+        first = json.dumps(fake.requests[1]["messages"])
+        assert "2 problems in src/calc.py now" in first and "src/calc.py:2: error: subtracts (lint)" in first
+        delta = fake.requests[4]["messages"][-1]["content"]
+        assert "new: src/calc.py:2: error: missing docstring" in delta and "gone: src/calc.py:2: error: subtracts" in delta
+        assert "\nsrc/calc.py:2: error: unused b" in delta  # still there, not new
+        ran = fake.requests[5]["messages"][-1]["content"]
+        assert "$ cat src/calc.py" in ran and "return a - b" in ran and "[exit status 0]" in ran  # the saved file
+        assert "Unsaved in the editor" in ran and any("asks to run, in the sandbox: cat src/calc.py" in a for a in editor.asked)
+        checked = fake.requests[6]["messages"][-1]["content"]
+        assert "$ grep -c calculator README.md\n1\n" in checked

@@ -190,6 +190,10 @@ class GlobalSettings(BaseModel):
         "Commands the agent may run without asking, as shell-style patterns of a plain command "
         "(one program and its arguments, e.g. `pytest *`); a command with `;`, `&&`, `|`, `$(…)` "
         "or redirections is always asked. Still run in the sandbox."))] = ()
+    agent_check_command: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
+        "A command the agent's `diagnostics` tool runs for a file the editor reports no problems "
+        "for, `{path}` standing for the file (e.g. `ruff check {path}`): asked and sandboxed like "
+        "any command it runs. Unset: only the problems the editor reports."))] = None
     agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description=(
         "Seconds an agent turn may take in all before it stops, its steps kept."))] = 1800.0
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import shlex
 from collections.abc import Awaitable
 from typing import Any
 
@@ -54,7 +55,7 @@ class AgentCalls:
                     return "failed", f"Nothing in this thread is {args['pointer']}: pointers look like [t3 read a.py].", False
                 return "done", found.text, False
             if name == "diagnostics":
-                return "done", self._diagnostics(turn, args["path"]), False
+                return await self._diagnostics(turn, args["path"])
             if name == "edit":
                 return await self._edit(turn, call)
             if name == "run":
@@ -63,18 +64,32 @@ class AgentCalls:
             return "failed", f"{name} failed: {error.strerror or type(error).__name__}.", False
         return "failed", f"There is no tool {name!r}.", False
 
-    def _diagnostics(self, turn: Turn, path: str) -> str:
+    async def _diagnostics(self, turn: Turn, path: str) -> tuple[str, str, bool]:
+        """The problems the editor reports in the file now — marked `new` when they were not
+        there the last time the model looked in this turn, and those gone named — else the
+        output of the person's agentCheckCommand for it (asked and sandboxed like `run`)."""
         file_id = turn.reads._file_id(path)
         if not file_id:
-            return f"{path} is not a file inside the workspace."
+            return "failed", f"{path} is not a file inside the workspace.", False
         found = self.diagnostics.get(f"{turn.reads.folder_uri}/{file_id}")
         if found is None:
-            return f"No problems are known for {file_id}: the editor has reported none."
-        if not found:
-            return f"{file_id} has no problems reported."
+            check = self.app.settings.current.globals.agent_check_command
+            if check:
+                command = check.replace("{path}", shlex.quote(file_id))
+                return await self._run(turn, Call(agent_tools.RUN, {"command": command}, "check"))
+            return "done", f"No problems are known for {file_id}: the editor has reported none.", False
         lines = [f"{file_id}:{d.get('line', 0)}: {d.get('severity', 'problem')}: {d.get('message', '')}"
                  + (f" ({d['source']})" if d.get("source") else "") for d in found[:50]]
-        return f"{len(found)} problem{'s' if len(found) > 1 else ''} in {file_id} now:\n" + "\n".join(lines) + "\n"
+        before = turn.problems_seen.get(file_id)
+        turn.problems_seen[file_id] = set(lines)
+        if before is not None:
+            gone = sorted(before - set(lines))
+            lines = [("new: " if line not in before else "") + line for line in lines]
+            lines += [f"gone: {line}" for line in gone]
+        if not found:
+            return "done", f"{file_id} has no problems reported." + ("\n" + "\n".join(lines) if lines else "") + "\n", False
+        head = f"{len(found)} problem{'s' if len(found) > 1 else ''} in {file_id} now"
+        return "done", f"{head}:\n" + "\n".join(lines) + "\n", False
 
     async def _edit(self, turn: Turn, call: Call) -> tuple[str, str, bool]:
         args = call.args

@@ -138,6 +138,8 @@ class Turn:
     """tokens one result may take in the prompt"""
     model: str | None = None
     """the model's name (the step cap goes by its size)"""
+    problems_seen: dict[str, set[str]] = field(default_factory=dict)
+    """the problems each file had when the model last looked (diagnostics shows what changed)"""
     served_note: str = ""
     """what to do about a window the server will not exceed (said with an over-budget stop)"""
     grammar: bool = False
