@@ -1,7 +1,8 @@
 """A real Emacs (28, headless) with eglot 1.9 drives margin-lsp, set up as docs/editors.md says
 (tests/e2e/emacs/init.el): document sync with emoji and CJK in eglot's UTF-16 positions, a code
 action through the `margin.editSelection` command with its edit applied by workspace/applyEdit
-and saved, chat and edit-ops (proposed, applied, refused as stale) through client-emacs/margin.el.
+and saved, chat and edit-ops (proposed, applied, refused as stale) and the agent (an edit
+accepted, one rejected, a task stopped) through client-emacs/margin.el.
 scripts/install-emacs.sh installs Emacs and eglot (scripts/test.sh runs it)."""
 
 from __future__ import annotations
@@ -9,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import margin
 from tests.conftest import REPO, clean_env
-from tests.fakes.fake_openai import FakeBackend, reply
+from tests.fakes.fake_openai import FakeBackend, hang, reply
 from tests.log_secrets import API_KEY
 
 pytestmark = pytest.mark.emacs
@@ -253,3 +256,99 @@ def test_margin_el_gives_eglot_the_entry_that_starts_margin(emacs, tmp_path):
     assert results["server_version"] == margin.__version__
     assert results["stopped"] is True
     assert "initialize client=" in server_log(tmp_path)
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+CALC_FIXED = "def add(a, b):\n    return a + b\n"
+
+
+def action(tool: str, **args: str) -> str:
+    """One step of the agent's JSON action protocol (a llama.cpp server without tool calls)."""
+    return json.dumps({"tool": tool, "args": args})
+
+
+def test_the_agent_from_emacs_asks_with_the_diff_edits_the_buffer_and_stops(emacs, tmp_path, fake):
+    """`margin-agent` three times, in a git workspace on disk: the edit accepted in Margin's
+    question (eglot's window/showMessageRequest prompt, the diff shown in *margin-agent* as it
+    asks) lands in the buffer, which is saved; the edit rejected leaves it alone; a task stopped
+    with `margin-agent-stop` while the model thinks ends cancelled, its first step shown."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    source = root / "calc.py"
+    source.write_bytes(CALC.encode())
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    fake.script(
+        reply(action("read", path="calc.py")),
+        reply(action("edit", path="calc.py", old="a - b", new="a + b")),
+        reply(action("finish", answer="add adds now.")),
+        reply(action("read", path="calc.py")),
+        reply(action("edit", path="calc.py", old="a + b", new="a * b")),
+        reply(action("finish", answer="I left add as it is.")),
+        reply(action("read", path="calc.py")),
+        hang(60),
+    )
+    started = time.monotonic()
+    results = run_emacs(emacs, "agent.el", tmp_path, MARGIN_EMACS_FILE=str(source),
+                        MARGIN_EMACS_CLIENT=str(REPO / "client-emacs"), MARGIN_DEFAULTS_BASE_URL=fake.base_url,
+                        MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base", MARGIN_RETRIEVAL="false")
+    took = time.monotonic() - started
+    # eglot offers no change annotations: Margin asks with window/showMessageRequest first.
+    assert results["change_annotation_support"] is False
+
+    # Accepted: margin-agent came back at once (Emacs usable), the turn went on meanwhile.
+    assert results["async"] is True
+    assert results["accepted_stopped"] == "finished" and results["accepted_answer"] == "add adds now."
+    (asked,) = results["accepted_asked"]
+    assert asked["prompt"].startswith("[eglot] Server reports (type=3): Margin's agent asks to edit lines 2-2 of "
+                                      "calc.py (the diff is in *margin-agent*)")
+    assert asked["choices"] == ["Accept", "Always in this thread", "Reject"]
+    # When asked, *margin-agent* was on screen, its window starting at the question and its diff.
+    assert asked["shown"] is True
+    shown_then = asked["window_text"]
+    assert shown_then.startswith("Margin's agent asks to edit lines 2-2 of calc.py:\n")
+    assert "\n-    return a - b\n+    return a + b\n" in shown_then
+    assert results["accepted_eglot_asked"] == []  # eglot's own "Server wants to edit" not asked again
+    assert results["accepted_text"] == CALC_FIXED
+    # margin.el sent the edit's didChange at once, so the agent's next read sees it.
+    assert results["accepted_server_copy"] == fingerprint(CALC_FIXED.encode())
+    assert source.read_bytes() == CALC_FIXED.encode()  # saved from the buffer
+    saved = results["saved"]
+    assert saved["server_fingerprint"] == saved["buffer_fingerprint"] == fingerprint(CALC_FIXED.encode())
+    assert saved["server_version"] == saved["buffer_version"]
+
+    # Rejected: asked once, the buffer and the server's copy untouched, the model told and finishing.
+    assert results["rejected_stopped"] == "finished"
+    (rejected_prompt,) = results["rejected_asked"]
+    assert "asks to edit lines 2-2 of calc.py" in rejected_prompt
+    assert results["rejected_eglot_asked"] == []
+    assert results["rejected_text"] == CALC_FIXED
+    assert results["rejected_copy"]["server_fingerprint"] == fingerprint(CALC_FIXED.encode())
+
+    # Stopped: cancelled by $/cancelRequest while the model was thinking over step 2.
+    assert results["running_before_stop"] is True
+    code, message = results["stop_error"]
+    assert code == -32800 and "cancel" in message.lower()
+    assert results["stopped_text"] == CALC_FIXED
+
+    # *margin-agent*: a heading per task, a line per call, the questions and answers, the ends.
+    shown = results["shown"]
+    first, second, third = re.split(r"\n(?=> )", shown)  # a blank line, then the next task's heading
+    assert first.startswith("> fix add  (calc.py)\n")
+    assert first.endswith(
+        "step 1 · read calc.py → done\n"
+        "Margin's agent asks to edit lines 2-2 of calc.py:\n"
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+        "→ Accept\n"
+        "step 2 · edit calc.py → done\n"
+        "answer: add adds now.\n"
+        "stopped: finished · 3 steps · edited calc.py 2-2\n"), first
+    assert second.startswith("> make add multiply  (calc.py)\nstep 1 · read calc.py → done\n")
+    assert "\n→ Reject\nstep 2 · edit calc.py → refused (The person declined it: " in second
+    assert second.endswith("answer: I left add as it is.\nstopped: finished · 3 steps\n"), second
+    assert third == ("> take your time  (calc.py)\nstep 1 · read calc.py → done\nstopping…\n"
+                     "stopped: cancelled; the steps that completed are kept in the agent thread\n")
+    assert results["stopped"] is True
+    assert len(fake.requests) == 8  # every scripted step asked for, no more
+    log = server_log(tmp_path)
+    assert log.count("agent turn ended") == 2  # the third was cancelled
+    print(f"agent in Emacs: {took:.1f} s in all, the accepted task {results['accepted_s']:.1f} s")

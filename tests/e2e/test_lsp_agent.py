@@ -100,6 +100,10 @@ async def test_a_task_is_read_edited_once_confirmed_and_finished_and_kept_in_its
         second = json.dumps(fake.requests[1]["messages"])
         assert "return a - b" in second and "[t1 read src/calc.py]" in second
         assert all(s["promptTokens"] <= result["limit"] for s in result["steps"])
+        budget = result["budget"]
+        assert [s["name"] for s in budget["sections"]] == ["system", "tools", "steps", "task"]
+        assert budget["counted"] == result["steps"][-1]["promptTokens"] and budget["limit"] == result["limit"]
+        assert budget["sections"][2]["kept"] == 2 and budget["sections"][2]["dropped"] == []  # the two newest: whole
 
         history = await request(client, "margin/history", {"threadId": result["threadId"]})
         assert [m["role"] for m in history["messages"]] == ["user", "assistant", "tool", "assistant", "tool",
@@ -168,6 +172,8 @@ async def test_a_10_mb_file_and_a_2k_window_never_make_a_request_larger_than_the
             # The older results became pointers to fit: the last prompt still shows the newest whole.
             last = json.dumps(small.requests[-1]["messages"])
             assert "[t2 read long.py]" in last and "value_0 = 0" not in last
+            dropped = [d["item"] for d in result["budget"]["sections"][2]["dropped"]]
+            assert "[t2 read long.py]" in dropped
         assert_within_window(small, 2048)
 
 

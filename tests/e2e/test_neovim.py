@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, clean_env
-from tests.fakes.fake_openai import reply
+from tests.fakes.fake_openai import hang, reply
 
 pytestmark = pytest.mark.neovim
 
@@ -260,3 +260,106 @@ def test_a_near_next_edit_is_shown_and_accepted_by_neovims_own_inline_completion
     # Drawn over the line from where it differs (Neovim skips what the line already has).
     assert (mark["row"], mark["col"], mark["virt_text"]) == (4, line.index("r * r") + 1, "adius * radius")
     assert results["accepted"] is True
+
+
+AGENT = Path(__file__).parent / "nvim" / "agent.lua"
+CALC = "def add(a, b):\n    return a - b\n"
+
+
+def action(tool: str, **args: object) -> str:
+    return json.dumps({"tool": tool, "args": args})
+
+
+@pytest.mark.parametrize("mode", ["annotations", "asked"])
+def test_the_agent_run_from_neovim_asks_through_vim_ui_select_and_edits_the_buffer(tmp_path, fake, mode):
+    """editors/nvim/lua/margin/agent.lua, set up as a user does: `:MarginAgent fix add` streams
+    each step into margin://agent; the edit is asked through `vim.ui.select` with its diff
+    (Neovim's change annotations: by the module; without them: the server's
+    window/showMessageRequest), accepted, and lands in the buffer, not on disk; a linter's
+    problem reached the agent's `diagnostics` tool as margin/diagnostics, Margin's own did not.
+    "asked" gives the task on lines 1-2 (`:1,2MarginAgent`), sent as the selection."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    source = root / "calc.py"
+    source.write_text(CALC)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    fake.script(reply(action("read", path="calc.py")), reply(action("diagnostics", path="calc.py")),
+                reply(action("edit", path="calc.py", old="    return a - b", new="    return a + b")),
+                reply(action("finish", answer="add adds now.")))
+    results = run_nvim(AGENT, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_MODE=mode,
+                       MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+                       MARGIN_DATABASE=str(tmp_path / "t.db"), MARGIN_RETRIEVAL="false",
+                       MARGIN_COMPLETION_ENABLED="false")
+    assert_shipped_config(results, root)
+    assert results["running"] is True and results["running_after"] is False
+    done = results["done"]
+    assert done["error"] is None and done["cancelled"] is False
+    assert (done["stopped"], done["answer"], done["protocol"]) == ("finished", "add adds now.", "json")
+    assert done["edits"] == [{"path": "calc.py", "startLine": 2, "endLine": 2}]
+    assert done["calls"] == [1, 1, 1, 1]
+
+    # One confirmation, through vim.ui.select, its prompt holding the diff.
+    (asked,) = results["asked"]
+    prompt = asked["prompt"].splitlines()
+    assert prompt[1:3] == ["--- a/calc.py", "+++ b/calc.py"]
+    assert "-    return a - b" in prompt and "+    return a + b" in prompt
+    if mode == "asked":  # the server's message and buttons
+        assert asked["items"] == ["Accept", "Always in this thread", "Reject"]
+        assert prompt[0] == "Margin's agent asks to edit lines 2-2 of calc.py:"
+    else:  # marked needsConfirmation: the module asks, with the diff it makes
+        assert asked["items"] == ["Accept", "Reject"]
+        assert prompt[0] == "Margin's agent asks to edit calc.py:"
+
+    # Applied to the buffer by Neovim; the file on disk is the person's to write.
+    fixed = ["def add(a, b):", "    return a + b"]
+    assert results["buffer_before_write"] == fixed and results["disk_before_write"] == CALC.splitlines()
+    assert results["lines"] == fixed and source.read_text() == CALC.replace("a - b", "a + b")
+    assert results["server_fingerprint"] == disk_fingerprint(source)
+    assert results["server_version"] == results["changedtick"]
+    assert results["current_is_file"] is True and results["stopped"] is True
+
+    # The scratch buffer: a line per call, the confirmation with its answer, the answer, how it stopped.
+    scratch = results["scratch"]
+    assert results["scratch_name"] == "margin://agent" and results["scratch_shown"] is True
+    assert scratch[0] == "Margin's agent: fix add"
+    assert [line for line in scratch if line.startswith("step ")] == [
+        "step 1 · read calc.py → done", "step 2 · diagnostics calc.py → done", "step 3 · edit calc.py → done"]
+    assert scratch.index("  +    return a + b") < scratch.index("  → Accept") < scratch.index("step 3 · edit calc.py → done")
+    assert scratch[-3:] == ["answer: add adds now.", "stopped: finished",
+                            f"thread {done['thread']} · 4 steps · 1 edit (:MarginAgent! goes on in it)"]
+
+    # margin/diagnostics reached the server: the diagnostics step's result, in the next prompt.
+    assert len(fake.requests) == 4
+    selected = "(The person selected lines 1-2 of calc.py.)" in json.dumps(fake.requests[0]["messages"])
+    assert selected is (mode == "asked")  # `:1,2MarginAgent` sent the range as `selection`
+    after_diagnostics = json.dumps(fake.requests[2]["messages"])
+    # Line 2, a warning, its source: the linter's problem in LSP's shape; Margin's own left out.
+    assert "calc.py:2: warning: add subtracts b from a (testlint)" in after_diagnostics
+    assert "Margin's own note" not in json.dumps(fake.requests)
+    server_log = (tmp_path / "margin.log").read_text()
+    assert "agent turn ended" in server_log and "stopped=finished" in server_log
+    assert "ERROR" not in server_log and "Traceback" not in server_log, server_log
+
+
+def test_margin_agent_stop_cancels_the_run_and_the_steps_done_are_kept(tmp_path, fake):
+    """`:MarginAgentStop` while the model is asked for step 2: $/cancelRequest, the server answers
+    the request (RequestCancelled), the scratch buffer says so, and the thread keeps step 1."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    source = root / "calc.py"
+    source.write_text(CALC)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    fake.script(reply(action("read", path="calc.py")), hang(60))
+    results = run_nvim(AGENT, tmp_path, MARGIN_NVIM_FILE=str(source), MARGIN_NVIM_MODE="stop",
+                       MARGIN_DEFAULTS_BASE_URL=fake.base_url, MARGIN_DEFAULTS_TOKENIZER="tiktoken:o200k_base",
+                       MARGIN_DATABASE=str(tmp_path / "t.db"), MARGIN_RETRIEVAL="false",
+                       MARGIN_COMPLETION_ENABLED="false")
+    assert results["done"] == {"error": None, "cancelled": True}
+    assert results["running_after"] is False and results["asked"] == []
+    scratch = results["scratch"]
+    assert scratch[1:] == ["step 1 · read calc.py → done",
+                           "stopped: cancelled (the steps done are kept in the agent thread)"]
+    assert results["kept"] == ["user", "assistant", "tool"]
+    assert results["lines"] == CALC.splitlines() and source.read_text() == CALC
+    server_log = (tmp_path / "margin.log").read_text()
+    assert "ERROR" not in server_log and "Traceback" not in server_log, server_log

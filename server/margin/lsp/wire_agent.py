@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from margin.core.where import Where
-from margin.lsp.wire import DocumentModel, PositionModel, RangeModel, Token, UsageModel, _uri, _Wire
+from margin.lsp.wire import BudgetModel, DocumentModel, PositionModel, RangeModel, Token, UsageModel, _uri, _Wire
 from margin.services.agent import AgentAsk, AgentOutcome
 
 
@@ -115,6 +115,9 @@ class AgentResult(_Wire):
     """answers that described a call instead of making one"""
     rejected: int
     """calls and answers told back to the model as rejected"""
+    budget: BudgetModel | None = None
+    """how the last step's prompt spent the window: system, tools, steps (the results shown as
+    pointers, the steps left out), task"""
 
     @classmethod
     def of(cls, outcome: AgentOutcome) -> AgentResult:
@@ -126,7 +129,8 @@ class AgentResult(_Wire):
                    edits=[AgentEditModel(path=e["path"], start_line=e["startLine"], end_line=e["endLine"])
                           for e in outcome.edits],
                    usage=UsageModel.of(outcome.usage), window=outcome.window, limit=outcome.limit,
-                   tools_tokens=outcome.tools_tokens, described=outcome.described, rejected=outcome.rejected)
+                   tools_tokens=outcome.tools_tokens, described=outcome.described, rejected=outcome.rejected,
+                   budget=BudgetModel.of(outcome.budget) if outcome.budget is not None else None)
 
 
 class ProblemModel(_Wire):

@@ -33,7 +33,7 @@ from margin.core.agent.ports import Hands
 from margin.core.agent.steps import Entry, Result, Step, StoredMessage, Task
 from margin.core.agent.stuck import repeated_note, step_cap
 from margin.core.agent.tools import TOOLS
-from margin.core.budget import BudgetReport, Dropped, SectionReport, safety_margin
+from margin.core.budget import safety_margin
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError, ToolCall, ToolCalls, Usage, joined
 from margin.core.settings import ProfileSettings
 from margin.core.threads import NewMessage, Thread
@@ -177,19 +177,8 @@ class AgentService:
         assert out is not None
         turn.entries.append(Task(ask.task))
         fitted = await agent_prompt.fit(turn)
-        system = agent_prompt.system(turn, pointers=False)
-        counter = turn.profile.counter
-        system_tokens, task_tokens = await counter.count_texts([system, ask.task])
-        shape_pointers = agent_steps.shown_pointers(turn.entries, agent_steps.first_shape(turn.entries))
-        steps_shown = sum(isinstance(e, Step) for e in turn.entries)
-        messages, counted = fitted if fitted is not None else ([], 0)
-        sections = (SectionReport("system", system_tokens, 1, ()),
-                    SectionReport("tools", out.tools_tokens, len(TOOLS), ()),
-                    SectionReport("steps", max(0, counted - system_tokens - out.tools_tokens - task_tokens), steps_shown,
-                                  tuple(Dropped(p, "shown as its pointer") for p in shape_pointers)),
-                    SectionReport("task", task_tokens, 1, ()))
-        report = BudgetReport(out.window, turn.profile.max_output_tokens, out.limit, sum(s.tokens for s in sections),
-                              counter.name, counter.exact, sections, counted)
+        messages, counted, shape = fitted if fitted is not None else ([], 0, None)
+        report = await agent_prompt.report(turn, counted, shape)
         over = None if fitted is not None else "The prompt cannot fit the model's window even with every result as a pointer."
         return AgentExplained(thread.id if thread is not None else "", messages, report, [t.name for t in TOOLS],
                               out.protocol, over)
@@ -235,7 +224,8 @@ class AgentService:
         if fitted is None:
             return await self._ended(turn, "over budget", "The next step's prompt cannot fit the model's window even "
                                      "with every earlier result shown as a pointer; the steps are kept." + turn.served_note)
-        messages, report.prompt_tokens = fitted
+        messages, report.prompt_tokens, shape = fitted
+        out.budget = await agent_prompt.report(turn, report.prompt_tokens, shape)
         await self._show(turn, {"kind": "step", "step": number, "promptTokens": report.prompt_tokens})
         try:
             text, calls, usage = await self._ask_model(turn, messages, number)

@@ -12,6 +12,7 @@ from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
 from margin.core.agent.steps import Shape
 from margin.core.agent.tools import TOOLS
+from margin.core.budget import BudgetReport, Dropped, SectionReport
 from margin.core.llm import ChatMessage
 from margin.services.agent_turn import Turn
 
@@ -52,9 +53,9 @@ async def schema_tokens(turn: Turn) -> int:
     return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
 
 
-async def fit(turn: Turn) -> tuple[list[ChatMessage], int] | None:
-    """The step's prompt within the limit, and its exact count; None when not even the
-    tasks, the instructions and the newest step as pointers fit."""
+async def fit(turn: Turn) -> tuple[list[ChatMessage], int, Shape] | None:
+    """The step's prompt within the limit, its exact count and its shape; None when not even
+    the tasks, the instructions and the newest step as pointers fit."""
     out = turn.outcome
     assert out is not None
     counter = turn.profile.counter
@@ -65,7 +66,29 @@ async def fit(turn: Turn) -> tuple[list[ChatMessage], int] | None:
         messages = agent_steps.messages(turn.protocol, system(turn, pointers), turn.entries, shape)
         counted = await counter.count_chat(messages, tools(turn)) + extra
         if counted <= out.limit:
-            return messages, counted
+            return messages, counted, shape
         shape = agent_steps.tighter(turn.entries, shape)
     return None
 
+
+
+async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
+    """How the step's prompt spent the window: the instructions, the tools, the steps (with the
+    results shown as pointers, and the steps left out) and the task."""
+    out = turn.outcome
+    assert out is not None
+    counter = turn.profile.counter
+    system_tokens, task_tokens = await counter.count_texts([system(turn, pointers=False), turn.ask.task])
+    steps = [e for e in turn.entries if isinstance(e, agent_steps.Step)]
+    dropped: list[Dropped] = []
+    if shape is not None:
+        dropped = [Dropped(p, "shown as its pointer") for p in agent_steps.shown_pointers(turn.entries, shape)]
+        dropped += [Dropped(f"step {s.number}", "left out to fit") for s in steps[:shape.left_out]]
+    shown = len(steps) - (shape.left_out if shape is not None else 0)
+    sections = (SectionReport("system", system_tokens, 1, ()),
+                SectionReport("tools", out.tools_tokens, len(TOOLS), ()),
+                SectionReport("steps", max(0, counted - system_tokens - out.tools_tokens - task_tokens), shown,
+                              tuple(dropped)),
+                SectionReport("task", task_tokens, 1, ()))
+    return BudgetReport(out.window, turn.profile.max_output_tokens, out.limit, sum(s.tokens for s in sections),
+                        counter.name, counter.exact, sections, counted)

@@ -114,6 +114,8 @@ class AgentOutcome:
     """what offering the tools costs, counted in every step's prompt"""
     described: int = 0
     """answers that described a call instead of making one"""
+    budget: BudgetReport | None = None
+    """how the last step's prompt spent the window"""
     rejected: int = 0
 
 

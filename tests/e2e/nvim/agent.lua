@@ -72,7 +72,8 @@ local function main()
     lnum = 0, col = 0, severity = vim.diagnostic.severity.HINT, message = "Margin's own note",
   } })
 
-  vim.cmd(mode == "stop" and "MarginAgent look at calc" or "MarginAgent fix add")
+  -- "asked" gives the task on a range: lines 1-2 selected.
+  vim.cmd(({ stop = "MarginAgent look at calc", asked = "1,2MarginAgent fix add" })[mode] or "MarginAgent fix add")
   results.running = agent.running()
   if mode == "stop" then
     assert(vim.wait(30000, function() return shows(agent, "step 2 (") end, 20), "step 2 did not begin")
