@@ -352,7 +352,6 @@ async def test_diagnostics_show_what_an_edit_changed_and_commands_run_asked_in_t
     sandbox in the workspace folder; the person's check command for a file with no reports."""
     root = workspace(tmp_path)
     uri = (root / "src" / "calc.py").as_uri()
-    readme = (root / "README.md").as_uri()
     async with start(fake, tmp_path, root, MARGIN_AGENT_CHECK_COMMAND="grep -c calculator {path}") as client:
         editor = attach(client)
         editor.open(uri, CALC)

@@ -183,19 +183,14 @@ class GlobalSettings(BaseModel):
         "editors that support it."))] = False
     apply_edit_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=(
         "Seconds to wait for the editor to answer `workspace/applyEdit`."))] = 30.0
-    agent_confirm_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=(
-        "Seconds the agent waits for an answer to a confirmation (an edit, a command) before "
-        "taking it as a no."))] = 120.0
+    agent_confirm_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description="Seconds the agent waits for an answer to a confirmation (an edit, a command) before taking it as a no.")] = 120.0
     agent_run_patterns: Annotated[tuple[str, ...], BeforeValidator(json_names), Field(json_schema_extra=USER_ONLY, description=(
-        "Commands the agent may run without asking, as shell-style patterns of a plain command "
-        "(one program and its arguments, e.g. `pytest *`); a command with `;`, `&&`, `|`, `$(…)` "
-        "or redirections is always asked. Still run in the sandbox."))] = ()
+        "Commands the agent may run without asking, as shell-style patterns of a plain command (one program and its arguments, "
+        "e.g. `pytest *`); a command with `;`, `&&`, `|`, `$(…)` or redirections is always asked. Still run in the sandbox."))] = ()
     agent_check_command: Annotated[OptionalName, Field(json_schema_extra=USER_ONLY, description=(
-        "A command the agent's `diagnostics` tool runs for a file the editor reports no problems "
-        "for, `{path}` standing for the file (e.g. `ruff check {path}`): asked and sandboxed like "
-        "any command it runs. Unset: only the problems the editor reports."))] = None
-    agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description=(
-        "Seconds an agent turn may take in all before it stops, its steps kept."))] = 1800.0
+        "A command the agent's `diagnostics` tool runs for a file the editor reports no problems for, `{path}` standing for the "
+        "file (e.g. `ruff check {path}`): asked and sandboxed like any command it runs. Unset: only the problems the editor reports."))] = None
+    agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description="Seconds an agent turn may take in all before it stops, its steps kept.")] = 1800.0
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS

@@ -49,6 +49,7 @@ def workspace_edit(
     *,
     confirm: bool = False,
     label: str = "Margin edit",
+    description: str | None = None,
 ) -> types.WorkspaceEdit:
     """`edits` (offsets into each file's text at `files[uri].version`) as a WorkspaceEdit that
     only applies to that version."""
@@ -64,6 +65,6 @@ def workspace_edit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=file.version),
             edits=text_edits,
         ))
-    annotations = ({ANNOTATION: types.ChangeAnnotation(label=label, needs_confirmation=True)}
+    annotations = ({ANNOTATION: types.ChangeAnnotation(label=label, needs_confirmation=True, description=description)}
                    if confirm else None)
     return types.WorkspaceEdit(document_changes=changes, change_annotations=annotations)

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
@@ -99,6 +100,11 @@ class AgentService:
     def diagnostics(self) -> dict[str, list[dict[str, Any]]]:
         """the problems the editor reports, by document URI (margin/diagnostics)"""
         return self.calls.diagnostics
+
+    def problems_reported(self, uri: str, problems: list[dict[str, Any]]) -> None:
+        """The editor's problems in a document now (margin/diagnostics), kept by its URI as the
+        agent names files (percent-escapes undone: editors escape differently)."""
+        self.calls.diagnostics[unquote(uri)] = problems
 
     # --- the thread ----------------------------------------------------------------------------
 

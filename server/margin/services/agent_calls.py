@@ -12,6 +12,7 @@ import logging
 import shlex
 from collections.abc import Awaitable
 from typing import Any
+from urllib.parse import unquote
 
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
@@ -71,7 +72,7 @@ class AgentCalls:
         file_id = turn.reads._file_id(path)
         if not file_id:
             return "failed", f"{path} is not a file inside the workspace.", False
-        found = self.diagnostics.get(f"{turn.reads.folder_uri}/{file_id}")
+        found = self.diagnostics.get(unquote(f"{turn.reads.folder_uri}/{file_id}"))
         if found is None:
             check = self.app.settings.current.globals.agent_check_command
             if check:

@@ -89,16 +89,25 @@ class LspDoor:
             decision = await self._ask(_edit_message(edit))
             if decision not in ("accept", "always"):
                 return agent_service.EditAnswer(decision)
+            opened = ls.app.files.get(edit.uri)  # the person took their time: the text is checked again
+            if opened is None or opened.text != edit.base:
+                return agent_service.EditAnswer(decision, f"{edit.path} changed in the editor while you were asked.")
         prefix, suffix = _common(edit.base, edit.text)
         change = editops.OffsetEdit(prefix, len(edit.base) - suffix, edit.text[prefix:len(edit.text) - suffix], 0)
         workspace_edit = convert.workspace_edit({edit.uri: opened}, {edit.uri: [change]}, ls.app.files.encoding,
-                                                confirm=annotate, label="Margin's agent")
+                                                confirm=annotate, label="Margin's agent",
+                                                description=_edit_message(edit) if annotate else None)
         failure = await ls.apply_edit(workspace_edit, timeout=None)
         if failure and annotate and failure.startswith("The editor refused"):
+            now = ls.app.files.get(edit.uri)
+            if now is not None and now.text != edit.base:
+                return agent_service.EditAnswer("accept", f"{edit.path} changed in the editor: the edit was not applied.")
             return agent_service.EditAnswer("reject")
         if failure:
             return agent_service.EditAnswer(decision, failure)
-        await _reflected(ls, edit)
+        if not await _reflected(ls, edit):  # an editor may answer applied without applying (declined, or moved on)
+            return agent_service.EditAnswer(decision, f"The editor answered that it applied the edit, but {edit.path} "
+                                            "does not hold it: it was declined, or the document changed.")
         return agent_service.EditAnswer(decision)
 
 
@@ -121,14 +130,16 @@ def _common(before: str, after: str) -> tuple[int, int]:
     return prefix, suffix
 
 
-async def _reflected(ls: MarginLanguageServer, edit: agent_service.ProposedEdit, wait_s: float = 5.0) -> None:
-    """Until the editor's didChange for the applied edit has arrived (the next read sees it), or
-    `wait_s` has passed (then the next read shows what the editor holds)."""
+async def _reflected(ls: MarginLanguageServer, edit: agent_service.ProposedEdit, wait_s: float = 5.0) -> bool:
+    """Whether the editor's document holds the applied edit, once its didChange has arrived
+    (waited for up to `wait_s`)."""
     until = time.monotonic() + wait_s
-    while time.monotonic() < until:
+    while True:
         opened = ls.app.files.get(edit.uri)
         if opened is None or opened.text == edit.text:
-            return
+            return True
+        if time.monotonic() >= until:
+            return False
         await asyncio.sleep(0.02)
 
 
@@ -168,7 +179,7 @@ async def diagnostics(ls: MarginLanguageServer, params: Any) -> None:
     except JsonRpcInvalidParams:  # a notification has no answer: a bad one is logged and left
         log.info("margin/diagnostics with bad params ignored")
         return
-    ls.services.agent.diagnostics[request.uri] = request.core()
+    ls.services.agent.problems_reported(request.uri, request.core())
 
 
 def register(server: MarginLanguageServer) -> None:
