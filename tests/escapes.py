@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +127,15 @@ class Trap:
             if self.marker.encode() in cmdline and state != b"Z":
                 found.append(int(entry))
         return found
+
+    def gone_within(self, seconds: float) -> bool:
+        """Whether every process the escape started is gone within `seconds` (polled)."""
+        until = time.monotonic() + seconds
+        while self.left_running():
+            if time.monotonic() > until:
+                return False
+            time.sleep(0.05)
+        return True
 
     def kill_left(self) -> None:
         for pid in self.left_running():

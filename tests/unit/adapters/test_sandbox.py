@@ -69,7 +69,9 @@ def test_model_code_is_kept_from_what_its_protection_says(trap, mode):
         assert kept == set(sandbox.KEPT)
     assert {"environment", "processes"} <= kept
     assert not report["environment"]
-    assert not trap.left_running(), "a process the program started outlived it"
+    # The namespace's last processes are killed as it ends (SIGKILL from the kernel): on a loaded
+    # machine they may take a moment to be gone, so the test waits for that, never for long.
+    assert trap.gone_within(10.0), "a process the program started outlived it"
     for name in set(sandbox.KEPT) - kept:  # what it does not keep from the program is said
         assert sandbox._LACKING[name] in ran["describe"].split("NOT kept")[1]
     if "environments" in kept:
