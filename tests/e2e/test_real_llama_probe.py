@@ -25,7 +25,7 @@ def test_the_probe_tries_each_route_and_capability_on_the_real_model(llama_serve
     assert done.returncode == 0, done.stdout + done.stderr
     (found,) = json.loads(done.stdout)["probes"]
     print(json.dumps(found, indent=1))  # what the model did, and how long each check took
-    assert found["profiles"] == ["completion", "edit", "chat", "chatOps"] and found["contextWindow"] == 4096
+    assert found["profiles"] == ["completion", "edit", "chat", "chatOps", "agent"] and found["contextWindow"] == 4096
     # Gemma 3 270M has no fill-in-the-middle tokens: llama.cpp refuses /infill, chat is tried
     assert found["routes"]["infill"]["works"] is False and "refused" in found["routes"]["infill"]["result"]
     assert found["routes"]["chat"]["works"] is not None
