@@ -387,3 +387,24 @@ async def test_diagnostics_show_what_an_edit_changed_and_commands_run_asked_in_t
         assert "Unsaved in the editor" in ran and any("asks to run, in the sandbox: cat src/calc.py" in a for a in editor.asked)
         checked = fake.requests[6]["messages"][-1]["content"]
         assert "$ grep -c calculator README.md\n1\n" in checked
+
+
+async def test_a_small_model_reads_numbered_lines_and_edits_whole_lines_by_number(fake, tmp_path):
+    """At 3B or less, `edit` replaces lines by number (read shows them): no exact copy of the old
+    text to get wrong; still only lines it read, of the version it read."""
+    root = workspace(tmp_path)
+    uri = (root / "src" / "calc.py").as_uri()
+    async with start(fake, tmp_path, root, MARGIN_AGENT_MODEL="qwen2.5-coder-1.5b-instruct") as client:
+        editor = attach(client)
+        editor.open(uri, CALC)
+        fake.script(reply(action("read", path="src/calc.py", start=1, end=2)),
+                    reply(action("edit", path="src/calc.py", start=5, end=6, new="pass")),
+                    reply(action("edit", path="src/calc.py", start=2, end=2, new="    return a + b")),
+                    reply(action("finish", answer="fixed")))
+        result, _ = await agent(client, editor, "fix add", textDocument={"uri": uri})
+        assert result["stopped"] == "finished" and editor.text(uri) == FIXED
+        schema = json.dumps(fake.requests[0]["response_format"])
+        assert '"end"' in schema and '"old"' not in schema  # the small shape offered
+        assert "   1| def add(a, b):\n   2|     return a - b\n" in fake.requests[1]["messages"][-1]["content"]
+        assert [c["status"] for s in result["steps"][1:3] for c in s["calls"]] == ["refused", "done"]
+        assert "Lines 5-6 of src/calc.py are not among those you read" in json.dumps(fake.requests[2]["messages"])

@@ -294,7 +294,8 @@ class MarginLanguageServer(LanguageServer):
         confirm = self.app.settings.current.globals.confirm_edits
         return convert.workspace_edit(files, edits, self.app.files.encoding, confirm=confirm)
 
-    async def apply_edit(self, edit: types.WorkspaceEdit, *, timeout: float | None = -1.0) -> str | None:
+    async def apply_edit(self, edit: types.WorkspaceEdit, *, timeout: float | None = -1.0,
+                         label: str = "Margin") -> str | None:
         """workspace/applyEdit, never waiting longer than `timeout` (by default applyEditTimeoutS;
         None: the caller bounds it): None when applied, else why not (the editor refused it,
         answered with an error, or did not answer)."""
@@ -304,7 +305,7 @@ class MarginLanguageServer(LanguageServer):
             timeout = self.app.settings.current.globals.apply_edit_timeout_s
         try:
             answer = await asyncio.wait_for(
-                self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Margin")),
+                self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)),
                 timeout)
         except TimeoutError:
             return (f"The editor did not answer workspace/applyEdit within {timeout or 0:g} s; "

@@ -32,8 +32,7 @@ from margin.core.agent.actions import Read, read_answer
 from margin.core.agent.approvals import Approval, Approvals
 from margin.core.agent.ports import Hands
 from margin.core.agent.steps import Entry, Result, Step, StoredMessage, Task
-from margin.core.agent.stuck import repeated_note, step_cap
-from margin.core.agent.tools import TOOLS
+from margin.core.agent.stuck import is_small, repeated_note, step_cap
 from margin.core.budget import safety_margin
 from margin.core.llm import ChatMessage, ContextTooLarge, ProviderError, ToolCall, ToolCalls, Usage, joined
 from margin.core.settings import ProfileSettings
@@ -166,6 +165,8 @@ class AgentService:
                                               - safety_margin(profile.window, profile.counter.exact)))
         turn.model = settings.model or (info.models[0] if info.models else None)
         turn.grammar = info.kind in ("llama.cpp", "vllm")
+        if is_small(turn.model):  # whole lines by number: a small model rarely copies text exactly
+            turn.tools = agent_tools.SMALL_TOOLS
         if info.silent_cut:  # Ollama: the window it serves is all there is, whatever was set
             turn.served_note = (f" The server runs this model with a {profile.window:,}-token window and cuts longer "
                                 "prompts silently: give it a larger one (Ollama: OLLAMA_CONTEXT_LENGTH, or num_ctx "
@@ -186,7 +187,7 @@ class AgentService:
         messages, counted, shape = fitted if fitted is not None else ([], 0, None)
         report = await agent_prompt.report(turn, counted, shape)
         over = None if fitted is not None else "The prompt cannot fit the model's window even with every result as a pointer."
-        return AgentExplained(thread.id if thread is not None else "", messages, report, [t.name for t in TOOLS],
+        return AgentExplained(thread.id if thread is not None else "", messages, report, [t.name for t in turn.tools],
                               out.protocol, over)
 
     async def _turn(self, turn: Turn) -> AgentOutcome:
@@ -244,7 +245,7 @@ class AgentService:
                                      "The steps before it are kept.")
         out.usage = Usage((out.usage.prompt_tokens or 0) + (usage.prompt_tokens or 0),
                           (out.usage.completion_tokens or 0) + (usage.completion_tokens or 0))
-        read = read_answer(turn.protocol, text, calls, TOOLS, number)
+        read = read_answer(turn.protocol, text, calls, turn.tools, number)
         return await self._act(turn, number, text, calls, read, report)
 
     async def _ask_model(self, turn: Turn, messages: Sequence[ChatMessage],

@@ -40,7 +40,8 @@ class AgentCalls:
         try:
             if name == "read":
                 shown = turn.reads.read(args["path"], args.get("start"), args.get("end"),
-                                        max_chars=max(1000, turn.result_limit * 3))
+                                        max_chars=max(1000, turn.result_limit * 3),
+                                        numbered=agent_tools.EDIT_LINES in turn.tools)
                 if shown.ok and shown.path is not None and shown.current is not None:
                     turn.ledger.read(shown.path, shown.current, shown.start, shown.end)
                 return ("done" if shown.ok else "failed"), shown.text, False
@@ -102,7 +103,10 @@ class AgentCalls:
             return "failed", problem or f"{args['path']} cannot be edited.", False
         file_id = turn.reads._file_id(args["path"]) or args["path"]
         before = copy.deepcopy(turn.ledger.seen.get(file_id))
-        made = turn.ledger.edit(file_id, current, args["old"], args["new"])
+        if "start" in args:  # a small model's edit: whole lines by number
+            made = turn.ledger.edit_lines(file_id, current, args["start"], args["end"], args["new"])
+        else:
+            made = turn.ledger.edit(file_id, current, args["old"], args["new"])
         if isinstance(made, Refused):
             return "refused", made.reason, False
         assert isinstance(made, Applied)

@@ -11,7 +11,6 @@ from typing import Any
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
 from margin.core.agent.steps import Shape
-from margin.core.agent.tools import TOOLS
 from margin.core.budget import BudgetReport, Dropped, SectionReport
 from margin.core.llm import ChatMessage
 from margin.services.agent_turn import Turn
@@ -21,27 +20,27 @@ def system(turn: Turn, pointers: bool) -> str:
     template = turn.profile.template
     parts = [fragment.text for fragment in template.required]
     if turn.protocol != "native":  # the tools in words (with JSON actions, the grammar holds only their shape)
-        parts.append(agent_tools.described(TOOLS, fenced=turn.protocol == "text"))
+        parts.append(agent_tools.described(turn.tools, fenced=turn.protocol == "text"))
     if pointers and template.pointer_legend:
         parts.append(template.pointer_legend)
     return "\n\n".join(parts)
 
 
 def tools(turn: Turn) -> list[dict[str, Any]]:
-    return agent_tools.native(TOOLS) if turn.protocol == "native" else []
+    return agent_tools.native(turn.tools) if turn.protocol == "native" else []
 
 
 def format(turn: Turn) -> dict[str, Any] | None:
     if turn.protocol != "json":
         return None
-    return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(TOOLS)}}
+    return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(turn.tools)}}
 
 
 async def tools_tokens(turn: Turn) -> int:
     counter = turn.profile.counter
     if turn.protocol == "native":
         return await counter.count_chat([], tools(turn)) - await counter.count_chat([])
-    described = (await counter.count_texts([agent_tools.described(TOOLS, fenced=turn.protocol == "text")]))[0]
+    described = (await counter.count_texts([agent_tools.described(turn.tools, fenced=turn.protocol == "text")]))[0]
     return described + await schema_tokens(turn)
 
 
@@ -50,7 +49,7 @@ async def schema_tokens(turn: Turn) -> int:
     to it by a grammar (llama.cpp, vLLM), else its JSON counted (a server may show it to the model)."""
     if turn.protocol != "json" or turn.grammar:
         return 0
-    return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(TOOLS))]))[0]
+    return (await turn.profile.counter.count_texts([json.dumps(agent_tools.action_schema(turn.tools))]))[0]
 
 
 async def fit(turn: Turn) -> tuple[list[ChatMessage], int, Shape] | None:
@@ -86,7 +85,7 @@ async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
         dropped += [Dropped(f"step {s.number}", "left out to fit") for s in steps[:shape.left_out]]
     shown = len(steps) - (shape.left_out if shape is not None else 0)
     sections = (SectionReport("system", system_tokens, 1, ()),
-                SectionReport("tools", out.tools_tokens, len(TOOLS), ()),
+                SectionReport("tools", out.tools_tokens, len(turn.tools), ()),
                 SectionReport("steps", max(0, counted - system_tokens - out.tools_tokens - task_tokens), shown,
                               tuple(dropped)),
                 SectionReport("task", task_tokens, 1, ()))

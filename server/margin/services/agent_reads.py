@@ -90,8 +90,10 @@ class WorkspaceReads:
             return None, f"{path} is a binary file."
         return data.decode("utf-8", errors="replace"), None
 
-    def read(self, path: str, start: int | None = None, end: int | None = None, max_chars: int = 24_000) -> Shown:
-        """Lines `start`..`end` of a file (all: None), as many whole lines as fit `max_chars`."""
+    def read(self, path: str, start: int | None = None, end: int | None = None, max_chars: int = 24_000,
+             numbered: bool = False) -> Shown:
+        """Lines `start`..`end` of a file (all: None), as many whole lines as fit `max_chars`;
+        `numbered`: each line after its number (`  12| `), for a model that edits lines by number."""
         text, problem = self.current_text(path)
         if text is None:
             return Shown(problem or f"There is no file {path}.", ok=False, path=path)
@@ -115,6 +117,8 @@ class WorkspaceReads:
         head = f"{path} lines {first}-{through} of {total} (sha256:{fingerprint(text)[:12]})"
         if through < last:
             head += f"; lines {through + 1}-{last} did not fit: read them next"
+        if numbered:
+            shown = [f"{number:>4}| {line}" for number, line in enumerate(shown, first)]
         body = "".join(shown)
         return Shown(f"{head}\n{body}" + ("" if body.endswith("\n") or not body else "\n"), path=path,
                      current=text, start=first, end=max(first, through))

@@ -16,6 +16,7 @@ from margin.core.agent.approvals import Approvals
 from margin.core.agent.edits import Ledger
 from margin.core.agent.steps import Entry
 from margin.core.agent.stuck import Watch
+from margin.core.agent.tools import TOOLS, Tool
 from margin.core.budget import BudgetReport
 from margin.core.llm import ChatMessage, Usage
 from margin.core.threads import Thread
@@ -140,6 +141,8 @@ class Turn:
     """tokens one result may take in the prompt"""
     model: str | None = None
     """the model's name (the step cap goes by its size)"""
+    tools: tuple[Tool, ...] = TOOLS
+    """the tools offered (a small model's `edit` replaces lines by number)"""
     problems_seen: dict[str, set[str]] = field(default_factory=dict)
     """the problems each file had when the model last looked (diagnostics shows what changed)"""
     served_note: str = ""

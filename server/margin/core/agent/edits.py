@@ -41,6 +41,10 @@ class Seen:
         return any(low <= start and end <= high for low, high in self.lines)
 
 
+_CHANGED = ("{path} changed since you read it (the person may be editing it): read it again, then make your edit "
+            "on what it holds now.")
+
+
 @dataclass(frozen=True)
 class Applied:
     text: str
@@ -82,15 +86,38 @@ class Ledger:
             return Refused(f"Read {path} first: an edit is made only on text you have read.")
         known = self.seen.get(path)
         if known is not None and known.version != fingerprint(current):
-            return Refused(f"{path} changed since you read it (the person may be editing it): read it again, "
-                           "then make your edit on what it holds now.")
+            return Refused(_CHANGED.format(path=path))
         found = _find(current, old)
         if isinstance(found, Refused):
             return found
-        begin, finish = found
+        return self._apply(path, current, *found, new)
+
+    def edit_lines(self, path: str, current: str | None, start: int, end: int, new: str) -> Applied | Refused:
+        """Lines `start`..`end` of `current` replaced by `new` (whole lines: a line break is
+        added at its end where the replaced lines had one), if the model read those lines of
+        this version."""
+        if current is None:
+            return Refused(f"There is no file {path}. Read the files you mean to change first.")
+        if path not in self.seen:
+            return Refused(f"Read {path} first: an edit is made only on text you have read.")
+        lines = current.splitlines(keepends=True)
+        if lines and (end < start or start > len(lines)):
+            return Refused(f"{path} has {len(lines)} lines: lines {start}-{end} are not in it.")
+        end = min(end, len(lines))
+        begin = sum(len(line) for line in lines[:start - 1])
+        replaced = "".join(lines[start - 1:end])
+        if new and not new.endswith("\n") and replaced.endswith("\n"):
+            new += "\n"
+        return self._apply(path, current, begin, begin + len(replaced), new)
+
+    def _apply(self, path: str, current: str, begin: int, finish: int, new: str) -> Applied | Refused:
+        """Checks the version and the lines read, then replaces current[begin:finish]."""
+        known = self.seen.get(path)
+        if known is not None and known.version != fingerprint(current):
+            return Refused(_CHANGED.format(path=path))
         first_line = current.count("\n", 0, begin) + 1
         last_line = first_line + _breaks(current[begin:finish])
-        if known is not None and current and not known.covers(first_line, last_line):
+        if known is not None and current and not known.covers(first_line, max(first_line, min(last_line, _lines(current)))):
             return Refused(f"Lines {first_line}-{last_line} of {path} are not among those you read: read them first.")
         text = current[:begin] + new + current[finish:]
         new_last = first_line + _breaks(new)
@@ -106,6 +133,10 @@ class Ledger:
         moved.add(first_line, new_last)
         self.seen[path] = moved
         return Applied(text, first_line, new_last)
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
 
 
 def _breaks(text: str) -> int:

@@ -83,8 +83,13 @@ def parameters_b(model: str | None) -> float | None:
     return max(sizes) if sizes else None
 
 
+def is_small(model: str | None) -> bool:
+    """Whether `model` is a small one (SMALL_MODEL_B or less, by its name)."""
+    size = parameters_b(model)
+    return size is not None and size <= SMALL_MODEL_B
+
+
 def step_cap(model: str | None) -> int:
     """Steps a turn may take with `model`: SMALL_STEPS for a small one, STEPS otherwise (and when
     its size is not known)."""
-    size = parameters_b(model)
-    return SMALL_STEPS if size is not None and size <= SMALL_MODEL_B else STEPS
+    return SMALL_STEPS if is_small(model) else STEPS

@@ -68,6 +68,12 @@ EDIT = Tool("edit", "Replace text in a file you have read.",
             {"path": _text("file path in the workspace"),
              "old": _text("the exact text to replace (empty: a new file)"),
              "new": _text("its replacement")}, ("path", "old", "new"), "changes")
+EDIT_LINES = Tool("edit", "Replace lines of a file you have read with new text.",
+                  {"path": _text("file path in the workspace"), "start": _line("first line to replace"),
+                   "end": _line("last line to replace"), "new": _text("the new text of those lines")},
+                  ("path", "start", "end", "new"), "changes")
+"""`edit` in the shape small models manage: a whole region by its line numbers (read shows them),
+rather than an exact copy of the text to replace"""
 RUN = Tool("run", "Run a command, e.g. the tests (no network).",
            {"command": _text("the command line")}, ("command",), "runs")
 DIAGNOSTICS = Tool("diagnostics", "The problems reported in a file now.",
@@ -78,6 +84,8 @@ FINISH = Tool("finish", "End the task with your answer.",
               {"answer": _text("what you did or found")}, ("answer",), "ends")
 
 TOOLS: tuple[Tool, ...] = (READ, LIST, SEARCH, EDIT, RUN, DIAGNOSTICS, RECALL, FINISH)
+SMALL_TOOLS: tuple[Tool, ...] = (READ, LIST, SEARCH, EDIT_LINES, RUN, DIAGNOSTICS, RECALL, FINISH)
+"""for a small model: `edit` replaces whole lines by number"""
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from margin import deferred
 from margin.lsp.methods import AGENT, APPROVALS, DIAGNOSTICS
@@ -51,9 +51,13 @@ class LspDoor:
             self.ls.progress(types.ProgressParams(token=self.token, value=value))
 
     async def _ask(self, message: str) -> agent_service.Decision:
-        answer = await self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
-            type=types.MessageType.Info, message=message,
-            actions=[types.MessageActionItem(title=t) for t in (ACCEPT, ALWAYS, REJECT)]))
+        try:
+            answer = await self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Info, message=message,
+                actions=[types.MessageActionItem(title=t) for t in (ACCEPT, ALWAYS, REJECT)]))
+        except JsonRpcException as error:  # the editor could not ask (eglot: a prompt already open): a no
+            log.info("confirmation answered with an error code=%s: taken as a no", error.code)
+            return "reject"
         title = answer.title if answer is not None else None
         return "accept" if title == ACCEPT else "always" if title == ALWAYS else "reject"
 
@@ -97,7 +101,7 @@ class LspDoor:
         workspace_edit = convert.workspace_edit({edit.uri: opened}, {edit.uri: [change]}, ls.app.files.encoding,
                                                 confirm=annotate, label="Margin's agent",
                                                 description=_edit_message(edit) if annotate else None)
-        failure = await ls.apply_edit(workspace_edit, timeout=None)
+        failure = await ls.apply_edit(workspace_edit, timeout=None, label="Margin's agent")
         if failure and annotate and failure.startswith("The editor refused"):
             now = ls.app.files.get(edit.uri)
             if now is not None and now.text != edit.base:

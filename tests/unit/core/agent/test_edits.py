@@ -99,3 +99,17 @@ def test_an_edit_is_the_plain_replacement_and_only_ever_of_lines_that_were_shown
             assert isinstance(done, Refused)
     elif isinstance(done, Applied):  # spaces forgiven, or a blank-line run found once: still the plain replacement
         assert done.text.count(new) >= 1
+
+
+def test_a_small_models_edit_replaces_whole_lines_it_read_by_number():
+    text = "a = 1\nb = 2\nc = 3\n"
+    ledger = Ledger()
+    assert isinstance(ledger.edit_lines("f.py", text, 2, 2, "b = 20"), Refused)  # not read yet
+    ledger.read("f.py", text, 1, 2)
+    done = ledger.edit_lines("f.py", text, 2, 2, "b = 20")
+    assert isinstance(done, Applied) and done.text == "a = 1\nb = 20\nc = 3\n" and (done.start_line, done.end_line) == (2, 2)
+    assert "not among those you read" in ledger.edit_lines("f.py", done.text, 3, 3, "c = 30").reason
+    assert "has 3 lines" in ledger.edit_lines("f.py", done.text, 5, 6, "x").reason
+    two = ledger.edit_lines("f.py", done.text, 1, 2, "a = 1\nb = 2\nb2 = 3\n")
+    assert two.text == "a = 1\nb = 2\nb2 = 3\nc = 3\n" and (two.start_line, two.end_line) == (1, 3)
+    assert "changed since you read it" in ledger.edit_lines("f.py", text, 1, 1, "x").reason
