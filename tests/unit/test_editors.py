@@ -70,7 +70,7 @@ def test_every_margin_method_margin_el_names_is_one_margin_registers():
     registered = {method.name for method in methods.ALL}
     assert sent and sent <= named
     assert named <= registered, named - registered
-    assert sent == {"margin/chat", "margin/explain", "margin/editOps", "margin/applyOps", "margin/status"}
+    assert sent == {"margin/chat", "margin/explain", "margin/editOps", "margin/applyOps", "margin/status", "margin/agent"}
 
 
 def test_margin_el_has_the_eglot_entry_for_margin_lsp():

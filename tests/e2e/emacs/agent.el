@@ -1,9 +1,10 @@
 ;;; agent.el --- Margin's agent from Emacs with client-emacs/margin.el  -*- lexical-binding: t; -*-
-;; Three tasks with `margin-agent', run as a person runs it (M-x, the task read in the
+;; Five tasks with `margin-agent', run as a person runs it (M-x, the task read in the
 ;; minibuffer), each waited for while Emacs goes on: one whose edit the person accepts in
 ;; Margin's question (eglot's `window/showMessageRequest' prompt, answered by binding the
 ;; `completing-read-function' eglot asks with; what *margin-agent* showed at that moment is
-;; recorded), the buffer then saved; one whose edit is rejected; and one stopped with
+;; recorded), the buffer then saved; one whose edit is rejected; one whose question is left
+;; with C-g; one whose question fails to be asked (the minibuffer in use); and one stopped with
 ;; `margin-agent-stop' while the model is still thinking.  eglot's own question before a
 ;; server's edit (`eglot-confirm-server-initiated-edits', its default `confirm') is recorded too.
 ;; Environment: MARGIN_EMACS_FILE, MARGIN_EMACS_CLIENT (the folder of margin.el),
@@ -14,7 +15,8 @@
 (add-to-list 'load-path (getenv "MARGIN_EMACS_CLIENT"))
 (require 'margin)
 
-(defvar agent-answer "Accept" "The button the next confirmation gets.")
+(defvar agent-answer "Accept"
+  "The button the next confirmation gets (`quit': C-g; `fail': the prompt fails).")
 (defvar agent-asked nil "Each confirmation: what eglot prompted, and what *margin-agent* showed then.")
 (defvar agent-eglot-asked nil "eglot's own questions before an edit (y-or-n-p).")
 
@@ -36,7 +38,10 @@
                                          (buffer-substring-no-properties (window-start window) (point-max)))
                                      ""))
                 agent-asked))
-        agent-answer))
+        (pcase agent-answer
+          ('quit (signal 'quit nil))    ; the person presses C-g
+          ('fail (error "Command attempted to use minibuffer while in minibuffer"))
+          (_ agent-answer))))
 (advice-add 'y-or-n-p :override (lambda (prompt) (push prompt agent-eglot-asked) t))
 
 (defun agent-run (task answer)
@@ -61,12 +66,10 @@
                     (if (plist-get edit :changeAnnotationSupport) t :json-false))))
   (margin-h-step "accepted"
     (with-current-buffer buffer
-      (let* ((started (float-time))
-             (sent (agent-run "fix add" "Accept"))
+      (let* ((sent (agent-run "fix add" "Accept"))
              (run (car sent)))
         (margin-h-put 'async (if (cadr sent) t :json-false))
         (agent-wait run)
-        (margin-h-put 'accepted_s (- (float-time) started))
         (margin-h-put 'accepted_stopped (plist-get (margin--run-result run) :stopped))
         (margin-h-put 'accepted_answer (plist-get (margin--run-result run) :answer))
         (margin-h-put 'accepted_text (agent-text))
@@ -94,12 +97,26 @@
         (margin-h-put 'rejected_eglot_asked (vconcat agent-eglot-asked))
         (margin-h-put 'rejected_text (agent-text))
         (margin-h-record-copy 'rejected_copy))))
+  (margin-h-step "quit"
+    (with-current-buffer buffer
+      (setq agent-asked nil agent-eglot-asked nil)
+      (let ((run (car (agent-run "make add divide" 'quit))))
+        (agent-wait run)
+        (margin-h-put 'quit_stopped (plist-get (margin--run-result run) :stopped))
+        (margin-h-put 'quit_asked (length agent-asked))
+        (margin-h-put 'quit_text (agent-text)))))
+  (margin-h-step "prompt failed"
+    (with-current-buffer buffer
+      (let ((run (car (agent-run "make add subtract" 'fail))))
+        (agent-wait run)
+        (margin-h-put 'failed_stopped (plist-get (margin--run-result run) :stopped))
+        (margin-h-put 'failed_text (agent-text)))))
   (margin-h-step "stopped"
     (with-current-buffer buffer
       (let* ((shown-before (agent-text "*margin-agent*"))
              (run (car (agent-run "take your time" "Accept"))))
         ;; The first step's read is shown; the model is thinking over the second step.
-        (margin-h-wait "the first step of the third task"
+        (margin-h-wait "the first step of the last task"
                        (lambda () (string-match-p "step 1 · read calc.py → done"
                                                   (substring (agent-text "*margin-agent*") (length shown-before)))))
         (margin-h-put 'running_before_stop (if (margin-agent-running-p) t :json-false))
