@@ -80,7 +80,7 @@ export interface AgentEvent {
   pointer?: string | null;
   /** kind call: the result's first line */
   summary?: string | null;
-  /** kind told: malformed, unknown tool, bad arguments, described, one at a time */
+  /** kind told: malformed, unknown tool, bad arguments, described, one at a time, empty */
   rejection?: string | null;
   text?: string | null;
   answer?: string | null;
@@ -131,6 +131,11 @@ export interface AgentResult {
   described: number;
   /** calls and answers told back to the model as rejected */
   rejected: number;
+  /**
+   * how the last step's prompt spent the window: system, tools, steps (the results shown as
+   * pointers, the steps left out), task
+   */
+  budget?: Budget | null;
 }
 
 export interface AgentStep {

@@ -57,7 +57,7 @@ class AgentEvent(_Wire):
     summary: str | None = None
     """kind call: the result's first line"""
     rejection: str | None = None
-    """kind told: malformed, unknown tool, bad arguments, described, one at a time"""
+    """kind told: malformed, unknown tool, bad arguments, described, one at a time, empty"""
     text: str | None = None
     answer: str | None = None
     stopped: str | None = None

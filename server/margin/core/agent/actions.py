@@ -27,7 +27,7 @@ from margin.core.agent.tools import FINISH, MAX_LINE, TOOLS, Tool
 from margin.core.llm import ToolCall
 
 Protocol = Literal["native", "json", "text"]
-Refusal = Literal["malformed", "unknown tool", "bad arguments", "described", "one at a time"]
+Refusal = Literal["malformed", "unknown tool", "bad arguments", "described", "one at a time", "empty"]
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,10 @@ def _without_actions(content: str) -> str:
 
 
 def _unless_described(content: str, offered: dict[str, Tool]) -> Read:
-    """An answer with no call: final, unless it describes a call instead of making one."""
+    """An answer with no call: final, unless it describes a call instead of making one, or says
+    nothing at all."""
+    if not content.strip():
+        return Read((), (Rejected("empty", "Your answer was empty. Call one tool, or call finish with your answer."),))
     if described_call(content, offered):
         names = ", ".join(name for name in offered)
         return Read((), (Rejected("described", "You described a tool call instead of making it. To use a tool, "

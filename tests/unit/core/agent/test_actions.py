@@ -30,6 +30,9 @@ def test_native_calls_run_in_order_with_the_backends_ids():
 
 def test_a_native_answer_without_calls_is_final_unless_it_describes_one():
     assert read_answer("native", "The parser lives in parse.py.").final == "The parser lives in parse.py."
+    for protocol in ("native", "json", "text"):  # an empty answer is told, never taken as the end
+        empty = read_answer(protocol, "  \n")
+        assert [r.kind for r in empty.rejected] == ["empty"] and empty.final is None
     described = read_answer("native", 'I will use the read tool on main.py: {"path": "main.py"}')
     assert [r.kind for r in described.rejected] == ["described"] and described.final is None
     assert "call it" in described.rejected[0].told
