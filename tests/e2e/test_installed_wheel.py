@@ -132,4 +132,4 @@ def test_margin_doctor_reports_the_fake_backend_reachable(installed, fake):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"Margin {__version__} doctor\n")
     assert "  reachable       yes" in result.stdout
-    assert "All 3 enabled profiles are ready." in result.stdout
+    assert "All 4 enabled profiles are ready." in result.stdout

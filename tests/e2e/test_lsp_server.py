@@ -39,7 +39,8 @@ async def test_initialize_advertises_what_margin_does():
         assert caps.experimental["margin"]["methods"] == [
             "margin/status", "margin/chat", "margin/explain", "margin/history", "margin/recall", "margin/threads",
             "margin/newThread", "margin/deleteThread", "margin/remember", "margin/forget", "margin/memories",
-            "margin/editOps", "margin/applyOps", "margin/nextEdit"]
+            "margin/editOps", "margin/applyOps", "margin/nextEdit", "margin/agent",
+            "margin/approvals"]
         assert list(caps.execute_command_provider.commands) == ["margin.applyOps", "margin.editSelection"]
         assert client.init_result.server_info.name == "margin"
         assert client.init_result.server_info.version == __version__
@@ -108,7 +109,7 @@ async def test_status_reports_profiles_from_a_reachable_backend(fake):
     assert chat["contextWindow"] == 8192 and "props" in chat["contextWindowSource"]
     assert chat["tokenizer"] == "llama.cpp" and chat["exact"] is True
     assert result["profiles"]["edit"]["enabled"] is False and result["profiles"]["edit"]["reachable"] is None
-    assert set(result["profiles"]) == {"completion", "edit", "chat", "chatOps", "nextEdit"}
+    assert set(result["profiles"]) == {"completion", "edit", "chat", "chatOps", "nextEdit", "agent"}
 
 
 async def test_status_reports_tokenizers_loaded_in_the_background_and_missing_ones(fake):

@@ -46,9 +46,10 @@ async def test_precedence_builtin_defaults_init_workspace_env():
     async with margin_client(env=env, init_options=init) as client:
         result = await status(client)
         assert models(result) == {"completion": "init-default", "edit": "init-edit",
-                                  "chat": "init-chat", "chatOps": "env-chatops", "nextEdit": "init-default"}
+                                  "chat": "init-chat", "chatOps": "env-chatops", "nextEdit": "init-default",
+                                  "agent": "init-default"}
         assert windows(result) == {"completion": 16000, "edit": 12000, "chat": 10000, "chatOps": 16000,
-                                   "nextEdit": 16000}
+                                   "nextEdit": 16000, "agent": 16000}
 
         # Workspace settings only narrow: the lower window is taken, whatever block or source
         # set the user's; a model is not.
@@ -59,9 +60,10 @@ async def test_precedence_builtin_defaults_init_workspace_env():
         }})
         result = await wait_for(lambda r: r["profiles"]["chat"]["contextWindow"] == 9000, client)
         assert models(result) == {"completion": "init-default", "edit": "init-edit",
-                                  "chat": "init-chat", "chatOps": "env-chatops", "nextEdit": "init-default"}
+                                  "chat": "init-chat", "chatOps": "env-chatops", "nextEdit": "init-default",
+                                  "agent": "init-default"}
         assert windows(result) == {"completion": 14000, "edit": 12000, "chat": 9000, "chatOps": 14000,
-                                   "nextEdit": 14000}
+                                   "nextEdit": 14000, "agent": 14000}
 
 
 async def test_profiles_do_not_share_settings_implicitly():
