@@ -41,13 +41,22 @@ export class ProposalView implements vscode.TextDocumentContentProvider, vscode.
     this.texts.delete(uri.toString());
   }
 
-  /** Waits for Apply or Discard (the diff editor's buttons, the notification, or the commands). */
-  async choose(question: Thenable<string | undefined>): Promise<Decision> {
-    const decided = new Promise<Decision>((resolve) => { this.pending = resolve; });
+  /** Waits for Apply or Discard (the diff editor's buttons, the notification, or the commands);
+   * `cancel` discards it. An earlier proposal still waiting is discarded, and its notification,
+   * answered later, decides nothing. */
+  async choose(question: Thenable<string | undefined>, cancel?: vscode.CancellationToken): Promise<Decision> {
+    this.decide("discard");
+    let mine: (decision: Decision) => void = () => undefined;
+    const decided = new Promise<Decision>((resolve) => { mine = resolve; });
+    this.pending = mine;
+    const decideMine = (decision: Decision) => { if (this.pending === mine) this.decide(decision); };
     void vscode.commands.executeCommand("setContext", "margin.proposalOpen", true);
-    void question.then((answer) => this.decide(answer === "Apply" ? "apply" : "discard"));
+    void question.then((answer) => decideMine(answer === "Apply" ? "apply" : "discard"));
+    const cancelled = cancel?.onCancellationRequested(() => decideMine("discard"));
+    if (cancel?.isCancellationRequested) decideMine("discard");
     const decision = await decided;
-    void vscode.commands.executeCommand("setContext", "margin.proposalOpen", false);
+    cancelled?.dispose();
+    if (this.pending === undefined) void vscode.commands.executeCommand("setContext", "margin.proposalOpen", false);
     return decision;
   }
 
@@ -64,7 +73,7 @@ export class ProposalView implements vscode.TextDocumentContentProvider, vscode.
   }
 }
 
-async function closeDiffs(uris: vscode.Uri[]): Promise<void> {
+export async function closeDiffs(uris: vscode.Uri[]): Promise<void> {
   const wanted = new Set(uris.map((u) => u.toString()));
   const tabs = vscode.window.tabGroups.all.flatMap((group) => group.tabs).filter((tab) =>
     tab.input instanceof vscode.TabInputTextDiff && wanted.has(tab.input.modified.toString()));

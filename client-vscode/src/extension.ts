@@ -1,6 +1,7 @@
-// Margin for VS Code: starts the Margin language server, and adds the chat panel, "Edit
-// Selection…" with a diff preview, "Remember…" and "Memories", next edits shown where they go
-// (Tab to jump, Tab to accept), and a status bar item. Code
+// Margin for VS Code: starts the Margin language server, and adds the chat panel (with its
+// Agent mode, and "Ask the Agent…"), "Edit Selection…" with a diff preview, "Remember…" and
+// "Memories", next edits shown where they go (Tab to jump, Tab to accept), the editor's problems
+// forwarded for the agent (margin/diagnostics), and a status bar item. Code
 // actions (the lightbulb on a selection) and inline completions come through the language
 // client as the server offers them.
 
@@ -16,6 +17,8 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 import { ChatPanel } from "./chatPanel";
+import { DiagnosticsForwarder } from "./diagnostics";
+import { EditConfirmations } from "./editConfirm";
 import { ProposalView, editSelection } from "./editSelection";
 import { remember, showMemories } from "./memories";
 import { NextEdits } from "./nextEdit";
@@ -29,6 +32,8 @@ export interface Margin {
   client: LanguageClient;
   status: StatusBar;
   output: vscode.LogOutputChannel;
+  /** the server's edits that wait for the person's Apply / Discard */
+  confirmations: EditConfirmations;
   /** the last text editor the user worked in (the chat panel takes focus from it) */
   lastEditor(): vscode.TextEditor | undefined;
 }
@@ -49,7 +54,7 @@ function level(which: "user" | "folder"): Lookup {
 }
 
 function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOutputChannel,
-  launch: ServerLaunch): LanguageClient {
+  launch: ServerLaunch, confirmations: EditConfirmations): LanguageClient {
   output.info(`Starting the Margin server (${launch.source === "PATH" ? "margin-lsp on PATH" :
     launch.source === "bundled" ? "bundled" : `margin.server.${launch.source}`}): ${[launch.command, ...launch.args].join(" ")}`);
   const server: ServerOptions = {
@@ -82,6 +87,9 @@ function createClient(output: vscode.LogOutputChannel, traceOutput: vscode.LogOu
         // The server pulls section "margin": answer with the server's part only.
         configuration: (params, token, next) =>
           params.items.map((item) => (item.section === "margin" ? serverSettings(level("folder"), "workspace") : null)),
+        // The agent's edits come marked as needing confirmation: shown in the diff view with
+        // Apply / Discard (editConfirm.ts), rather than in the Refactor Preview, unticked.
+        handleApplyEdit: (params, next) => confirmations.handle(params, next),
       },
     },
     errorHandler: {
@@ -119,14 +127,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return serverLaunch(config(), await bundled);
   };
   let launch = await launchNow();
+  const proposals = new ProposalView();
+  const confirmations = new EditConfirmations(proposals);
   const margin: Margin = {
-    client: createClient(output, traceOutput, launch),
+    client: createClient(output, traceOutput, launch, confirmations),
     status,
     output,
+    confirmations,
     lastEditor: () => editor,
   };
-  const proposals = new ProposalView();
   const nextEdits = new NextEdits(() => margin.client);
+  const diagnostics = new DiagnosticsForwarder(margin);
+  context.subscriptions.push(diagnostics, diagnostics.watch(margin.client), confirmations,
+    confirmations.onDidAsk(() => {
+      const panel = ChatPanel.open;
+      if (panel?.agentRunning) panel.agentNote("Waiting for you: Apply or Discard the change shown in the diff.");
+    }));
   context.subscriptions.push(output, traceOutput, status, proposals, nextEdits,
     vscode.window.onDidChangeActiveTextEditor((e) => { if (e && e.document.uri.scheme !== "margin-proposal") editor = e; }));
 
@@ -152,6 +168,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("margin.openChat", () => ChatPanel.show(context, margin)),
     vscode.commands.registerCommand("margin.newThread", () => ChatPanel.show(context, margin).newThread()),
     vscode.commands.registerCommand("margin.askEdit", () => editSelection(margin, proposals)),
+    vscode.commands.registerCommand("margin.askAgent", (task?: unknown) => askAgent(context, margin, task)),
+    // "Margin: Ask the Agent…" on a selection, beside the server's own code actions.
+    vscode.languages.registerCodeActionsProvider({ scheme: "file" }, {
+      provideCodeActions: (_document, range) => {
+        if (range.isEmpty) return [];
+        const action = new vscode.CodeAction("Margin: Ask the Agent…", vscode.CodeActionKind.RefactorRewrite);
+        action.command = { command: "margin.askAgent", title: "Margin: Ask the Agent…" };
+        return [action];
+      },
+    }, { providedCodeActionKinds: [vscode.CodeActionKind.RefactorRewrite] }),
     vscode.commands.registerCommand("margin.applyProposal", () => proposals.decide("apply")),
     vscode.commands.registerCommand("margin.discardProposal", () => proposals.decide("discard")),
     vscode.commands.registerCommand("margin.recall", () => recall(margin)),
@@ -174,8 +200,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const restart = async (): Promise<void> => {
         await margin.client.dispose();
         launch = await launchNow();
-        margin.client = createClient(output, traceOutput, launch);
+        margin.client = createClient(output, traceOutput, launch, confirmations);
         margin.client.onDidChangeState((e) => status.update({ running: e.newState === State.Running }));
+        context.subscriptions.push(diagnostics.watch(margin.client));
         await start();
       };
       if (event.affectsConfiguration("margin.server")) {
@@ -206,6 +233,20 @@ export function deactivate(): Thenable<void> | undefined {
   return undefined;
 }
 
+/** "Margin: Ask the Agent…": the task (asked for, unless given), then the chat panel in Agent
+ * mode runs it on the last editor's document and selection. */
+async function askAgent(context: vscode.ExtensionContext, margin: Margin, given?: unknown): Promise<void> {
+  const selected = margin.lastEditor()?.selection.isEmpty === false;
+  const task = typeof given === "string" ? given : await vscode.window.showInputBox({
+    title: "Margin: Ask the Agent",
+    prompt: "What should Margin's agent do? It reads, edits and runs commands in this folder, " +
+      `asking before every edit or command${selected ? " (the selection is named in the task)" : ""}.`,
+    placeHolder: "e.g. fix the failing test in test_calc.py",
+    ignoreFocusOut: true,
+  });
+  if (!task?.trim()) return;
+  await ChatPanel.askAgent(context, margin, task.trim());
+}
 
 /** Shows what a pointer of the chat's prompts (such as `[t42 parser.py]`) stood for, in a new
  * untitled editor, so it can be read or pasted back into the chat. */

@@ -77,7 +77,7 @@ async def test_a_task_is_read_edited_once_confirmed_and_finished_and_kept_in_its
         assert explained["tools"] == ["read", "list", "search", "edit", "run", "diagnostics", "recall", "finish"]
         sections = {s["name"]: s["tokens"] for s in explained["budget"]["sections"]}
         assert 150 < sections["tools"] <= 300 and explained["budget"]["counted"] <= explained["budget"]["limit"]
-        assert "- edit {" in explained["messages"][0]["content"] and explained["messages"][1]["content"] == "Task: fix add"
+        assert "- edit {" in explained["messages"][0]["content"] and explained["messages"][1]["content"] == "Task: fix add\n\n(The person has src/calc.py open.)"
         status = await request(client, "margin/status", {})
         assert status["profiles"]["agent"]["agentProtocol"].startswith("json · llama.cpp holds an answer")
         assert fake.requests == []  # explaining and the status call no model

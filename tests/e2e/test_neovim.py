@@ -330,7 +330,7 @@ def test_the_agent_run_from_neovim_asks_through_vim_ui_select_and_edits_the_buff
 
     # margin/diagnostics reached the server: the diagnostics step's result, in the next prompt.
     assert len(fake.requests) == 4
-    selected = "(The person selected lines 1-2 of calc.py.)" in json.dumps(fake.requests[0]["messages"])
+    selected = "(The person has calc.py open, lines 1-2 selected.)" in json.dumps(fake.requests[0]["messages"])
     assert selected is (mode == "asked")  # `:1,2MarginAgent` sent the range as `selection`
     after_diagnostics = json.dumps(fake.requests[2]["messages"])
     # Line 2, a warning, its source: the linter's problem in LSP's shape; Margin's own left out.

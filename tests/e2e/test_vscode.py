@@ -1,6 +1,7 @@
 """The VS Code extension: its unit tests (node's test runner), and the built `.vsix` in a real
 VS Code (code-server) driven by headless Chromium against the fake backend. Screenshots of the
-diff view, the chat panel and inline completion's ghost text are kept in build/screenshots/.
+diff view, the chat panel, the agent's confirmation and inline completion's ghost text are kept
+in build/screenshots/.
 
 The extension is installed from the .vsix (`code-server --install-extension`) and runs the server
 it bundles: code-server's PATH holds no `margin-lsp` and no Python that can import Margin, and no
@@ -85,16 +86,18 @@ def assert_bundled_server(processes: list[dict]) -> None:
 
 
 def run_in_vs_code(scenario: str, fake, tmp_path: Path, calc: str, workspace_settings: dict | None = None,
-                   **env: str) -> tuple[Path, dict]:
+                   files: dict[str, str] | None = None, **env: str) -> tuple[Path, dict]:
     """Runs the scenario client-vscode/e2e/`scenario` (see runScenario in harness.mjs) in code-server
-    on a workspace holding calc.py with `calc`, with the bundled server pointed at the fake backend
-    and nothing of Margin's on PATH (assert_nothing_on_path); copies
+    on a workspace holding calc.py with `calc` (and `files`, by name), with the bundled server
+    pointed at the fake backend and nothing of Margin's on PATH (assert_nothing_on_path); copies
     its screenshots to build/screenshots/ and checks it finished. Returns the workspace and the
     scenario's results.json."""
     assert VSIX.exists(), "build the extension first: bash scripts/build-vscode-extension.sh"
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     (workspace / "calc.py").write_text(calc)
+    for name, text in (files or {}).items():
+        (workspace / name).write_text(text)
     if workspace_settings is not None:  # as a cloned repository's .vscode/settings.json
         (workspace / ".vscode").mkdir()
         (workspace / ".vscode" / "settings.json").write_text(json.dumps(workspace_settings, indent=2))
@@ -192,6 +195,80 @@ def test_edit_selection_and_chat_in_real_vs_code(fake, tmp_path):
     # margin.chat.maxOutputTokens from the user's settings, then changed while running.
     assert sent[1]["max_tokens"] == 256 and sent[2]["max_tokens"] == 300
     assert "And minus?" in sent[2]["messages"][-1]["content"]
+
+
+def action(tool: str, **args: object) -> str:
+    """One JSON action, as a small local model answers the agent (llama.cpp without tool calls)."""
+    return json.dumps({"tool": tool, "args": args})
+
+
+def test_the_agent_in_the_chat_panel_edits_once_applied_from_the_diff_view_in_real_vs_code(fake, tmp_path):
+    """Margin: Ask the Agent… on calc.py, a small local model's JSON actions scripted: the steps
+    stream into the panel, the edit is shown in the diff view and applied only on Apply; a second
+    task's edit is discarded (the server hears no) after the problems VS Code shows in data.json
+    reached the agent's `diagnostics` tool; a third is stopped with Stop."""
+    broken = "def add(a, b):\n    return a - b\n"
+    fixed = broken.replace("a - b", "a + b")
+    fake.script(
+        # "fix add": read, edit (Apply, beside its diff), finish
+        reply(action("read", path="calc.py")),
+        reply(action("edit", path="calc.py", old="a - b", new="a + b")),
+        reply(action("finish", answer="add adds now.")),
+        # "add a docstring to add", in the same agent thread: the editor's problems, then an edit
+        # the person discards
+        reply(action("read", path="calc.py", start=1, end=2)),
+        reply(action("diagnostics", path="data.json")),
+        reply(action("edit", path="calc.py", old="def add(a, b):", new='def add(a, b):\n    """Add a and b."""')),
+        reply(action("finish", answer="Left add as it was.")),
+        # "look at mul": stopped while the model writes its action
+        stream(['{"tool": "read", ', '"args": {"path": "calc.py"}}'], chunk_delay_s=4),
+    )
+    workspace, results = run_in_vs_code("agent.mjs", fake, tmp_path, broken, files={"data.json": '{"a": 1,}\n'})
+    assert_bundled_server(results["server"])
+    # Margin: Ask the Agent… opened the panel in Agent mode; while it worked, Stop was on.
+    assert results["agentModeChecked"] == "true"
+    assert results["stopLabel"] == "Stop" and results["stopEnabled"] and not results["stopEnabledAfter"]
+    # The edit (workspace/applyEdit marked needsConfirmation) waited in VS Code's diff view with
+    # Apply / Discard, not in the Refactor Preview, and the panel said so; Apply answered the
+    # server: applied.
+    assert results["question"].startswith("Margin's agent asks to edit calc.py (line 2)."), results["question"]
+    assert "calc.py ↔ Margin's agent" in results["diffTitle"]
+    assert results["waitingNote"].startswith("Waiting for you: Apply or Discard")
+    assert results["refactorPreview"] == 0
+    assert (SCREENSHOTS / "vscode-agent.png").stat().st_size > 10_000
+    turn1 = results["turn1"]
+    assert [line.split(" ")[0:2] for line in turn1["lines"] if line.startswith("Step")] == [
+        ["Step", "1"], ["Step", "2"], ["Step", "3"]]
+    calls = [line for line in turn1["lines"] if not line.startswith("Step")]
+    assert calls[0].startswith("✓ read calc.py done calc.py lines 1-2 of 2 (sha256:"), calls
+    assert calls[1].startswith("✓ edit calc.py done Edited calc.py: lines 2-2"), calls
+    assert len(calls) == 2, calls
+    assert any('"tool": "read"' in raw for raw in turn1["raw"])  # the model's own output, dimmed
+    assert turn1["answer"] == "add adds now."
+    assert turn1["summary"].startswith("Finished · 3 steps · edited calc.py · ") and \
+        turn1["summary"].endswith(" prompt tokens in all"), turn1["summary"]
+    assert results["bufferAfterApply"] == "    return a + b"
+    # The second task: the problem VS Code's JSON support shows in data.json reached the agent's
+    # tool (margin/diagnostics); Discard answered the server: not applied, refused.
+    turn2 = results["turn2"]
+    lines2 = [line for line in turn2["lines"] if not line.startswith("Step")]
+    assert lines2[0].startswith("✓ read calc.py:1-2 done"), lines2
+    assert lines2[1].startswith("✓ diagnostics data.json done 1 problem in data.json now:"), lines2
+    assert lines2[2].startswith("⊘ edit calc.py refused The person declined it"), lines2
+    assert turn2["answer"] == "Left add as it was." and turn2["summary"].startswith("Finished · 4 steps · no edits")
+    told_problems = json.dumps(fake.requests[5]["messages"])
+    assert "data.json:1: " in told_problems and "(json)" in told_problems, told_problems[-600:]
+    # The third: Stop cancelled the turn while the model wrote; the panel is ready for the next.
+    assert results["turn3"]["summary"] == "Stopped. The steps that completed are kept in the agent thread."
+    assert results["turn3"]["sendEnabled"]
+    # Only the applied edit is in the buffer, and saving put it on disk.
+    assert results["bufferAtEnd"] == ["def add(a, b):", "    return a + b"]
+    assert results["saved"] == (workspace / "calc.py").read_text() == fixed
+    # Every step asked the model for one JSON action; the first carried the task.
+    assert len(fake.requests) == 8
+    assert all(body["response_format"]["type"] == "json_schema" for body in fake.requests)
+    assert fake.requests[0]["messages"][-1]["content"] == "Task: fix add\n\n(The person has calc.py open, lines 1-1 selected.)"
+    assert "return a - b" in json.dumps(fake.requests[1]["messages"])  # what the read showed
 
 
 def test_inline_completion_ghost_text_and_tab_in_real_vs_code(fake, tmp_path):
