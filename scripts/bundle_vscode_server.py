@@ -14,8 +14,8 @@ module's file name carries its Python (`_pydantic_core.cpython-312-x86_64-linux-
 versions sit side by side. Needs only PyPI (pip's own index settings apply).
 
 Left out, because Margin only reads data files from them and never imports them:
-mistral-common's dependencies (numpy, pillow, pycountry, jsonschema, ...: about 120 MB; Margin
-reads mistral_common/data/tekken_*.json) and bpe-openai's native bindings (71 MB; Margin reads
+mistral-common's own dependencies (pillow, pycountry, jsonschema, ...; Margin reads
+mistral_common/data/tekken_*.json; numpy is bundled, as Margin's workspace index imports it) and bpe-openai's native bindings (71 MB; Margin reads
 bpe_openai/data/*.tiktoken.gz). Both files are checked against their sha256 when loaded
 (margin/core/tokens/assets.py), and this script counts tokens with both from the bundle when the
 target is this machine's.

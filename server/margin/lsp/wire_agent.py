@@ -30,12 +30,7 @@ class AgentParams(_Wire):
     """report work-done progress with this token (cancellable: the turn stops, its steps kept)"""
 
     def core(self) -> AgentAsk:
-        task = self.task
-        if self.text_document is not None and self.selection is not None:
-            start, end = self.selection.start, self.selection.end
-            task += (f"\n\n(The person selected lines {start.line + 1}-{end.line + 1} of "
-                     f"{self.text_document.uri.rsplit('/', 1)[-1]}.)")
-        return AgentAsk(task, Where(_uri(self.text_document), self.selection.core() if self.selection else None,
+        return AgentAsk(self.task, Where(_uri(self.text_document), self.selection.core() if self.selection else None,
                                     self.position.core() if self.position else None, self.thread_id), self.read_only)
 
 

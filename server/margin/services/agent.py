@@ -182,7 +182,8 @@ class AgentService:
         turn = await self._open(ask, settings, thread, NO_DOOR)
         out = turn.outcome
         assert out is not None
-        turn.entries.append(Task(ask.task))
+        turn.task_text = agent_prompt.task_text(self.app.workspace, ask)
+        turn.entries.append(Task(turn.task_text))
         fitted = await agent_prompt.fit(turn)
         messages, counted, shape = fitted if fitted is not None else ([], 0, None)
         report = await agent_prompt.report(turn, counted, shape)
@@ -194,7 +195,7 @@ class AgentService:
         out = turn.outcome
         assert out is not None
         counter = turn.profile.counter
-        task = turn.ask.task
+        task = turn.task_text = agent_prompt.task_text(self.app.workspace, turn.ask)
         if fewest_tokens(task) > out.limit:
             return self._stopped(out, "over budget", f"The task is {len(task):,} characters, more than the "
                                  f"{out.limit:,} tokens a prompt may take with this model: shorten it.")
@@ -207,7 +208,7 @@ class AgentService:
                                  f"(window {out.window:,}): shorten the task or use a model with a larger window."
                                  + turn.served_note)
         turn.result_limit = max(256, (out.limit - fixed) // 3)
-        await self._store(turn.thread, [NewMessage("user", task, meta={DISPLAY: task, agent_steps.AGENT: {"task": True}},
+        await self._store(turn.thread, [NewMessage("user", task, meta={DISPLAY: turn.ask.task, agent_steps.AGENT: {"task": True}},
                                                    tokens={counter.name: (await counter.count_texts([task]))[0]})])
         turn.entries.append(Task(task))
         cap = step_cap(turn.model)
@@ -310,7 +311,7 @@ class AgentService:
             await self._show(turn, {"kind": "call", "step": number, "tool": call.tool.name, "args": call.args,
                                     "status": status, "pointer": result.pointer, "summary": _first_line(result.text)})
         counted = await self._counted(turn, results)
-        answer = self._answer_text(turn, text, read, native_calls)
+        answer = agent_prompt.answer_text(turn, text, read, native_calls)
         step = Step(number, answer, native_calls if turn.protocol == "native" else (), tuple(counted))
         await self._store_step(turn, step, read)
         turn.entries.append(step)
@@ -322,14 +323,6 @@ class AgentService:
         if quiet.verdict == "stop":
             return await self._ended(turn, "stuck", f"Stopped: {quiet.why}.")
         return None
-
-    def _answer_text(self, turn: Turn, text: str, read: Read, native_calls: tuple[ToolCall, ...]) -> str:
-        if turn.protocol == "native" and native_calls:
-            return text
-        if read.calls and not text.strip():
-            call = read.calls[0]
-            return agent_steps.action_text(call.tool.name, call.args)
-        return text.strip() or (agent_steps.action_text(read.calls[0].tool.name, read.calls[0].args) if read.calls else "")
 
     async def _counted(self, turn: Turn, results: list[Result]) -> list[Result]:
         """Each result counted, and cut to the share of the window one result may take."""

@@ -10,10 +10,12 @@ from typing import Any
 
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
+from margin.core.agent.actions import Read
 from margin.core.agent.steps import Shape
 from margin.core.budget import BudgetReport, Dropped, SectionReport
-from margin.core.llm import ChatMessage
-from margin.services.agent_turn import Turn
+from margin.core.llm import ChatMessage, ToolCall
+from margin.services.agent_turn import AgentAsk, Turn
+from margin.services.workspace import Workspace
 
 
 def system(turn: Turn, pointers: bool) -> str:
@@ -77,7 +79,7 @@ async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
     out = turn.outcome
     assert out is not None
     counter = turn.profile.counter
-    system_tokens, task_tokens = await counter.count_texts([system(turn, pointers=False), turn.ask.task])
+    system_tokens, task_tokens = await counter.count_texts([system(turn, pointers=False), turn.task_text or turn.ask.task])
     steps = [e for e in turn.entries if isinstance(e, agent_steps.Step)]
     dropped: list[Dropped] = []
     if shape is not None:
@@ -91,3 +93,26 @@ async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
                 SectionReport("task", task_tokens, 1, ()))
     return BudgetReport(out.window, turn.profile.max_output_tokens, out.limit, sum(s.tokens for s in sections),
                         counter.name, counter.exact, sections, counted)
+
+
+def task_text(workspace: Workspace, ask: AgentAsk) -> str:
+    """The task as the model reads it: what the person asked, and where they are (the active
+    file by its path in the workspace, and the lines selected)."""
+    uri, selection = ask.where.text_document, ask.where.selection
+    if not uri:
+        return ask.task
+    file_id = workspace.file_id(uri)
+    if selection is None or selection.start == selection.end:
+        return f"{ask.task}\n\n(The person has {file_id} open.)"
+    start, end = selection.start, selection.end
+    last = end.line if end.character > 0 or end.line == start.line else end.line - 1  # a whole last line ends at column 0
+    return f"{ask.task}\n\n(The person has {file_id} open, lines {start.line + 1}-{last + 1} selected.)"
+
+
+def answer_text(turn: Turn, text: str, read: Read, native_calls: tuple[ToolCall, ...]) -> str:
+    if turn.protocol == "native" and native_calls:
+        return text
+    if read.calls and not text.strip():
+        call = read.calls[0]
+        return agent_steps.action_text(call.tool.name, call.args)
+    return text.strip() or (agent_steps.action_text(read.calls[0].tool.name, read.calls[0].args) if read.calls else "")

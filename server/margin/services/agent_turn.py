@@ -143,6 +143,8 @@ class Turn:
     """the model's name (the step cap goes by its size)"""
     tools: tuple[Tool, ...] = TOOLS
     """the tools offered (a small model's `edit` replaces lines by number)"""
+    task_text: str = ""
+    """the task as the model reads it (where the person is, added)"""
     problems_seen: dict[str, set[str]] = field(default_factory=dict)
     """the problems each file had when the model last looked (diagnostics shows what changed)"""
     served_note: str = ""
