@@ -284,6 +284,10 @@ async def test_native_tool_calls_always_in_this_thread_and_approvals_listed_and_
             assert again["edits"] == [{"path": "src/calc.py", "startLine": 2, "endLine": 2}] and len(editor.asked) == 2
             assert editor.text(uri) == FIXED  # approved before: applied without asking
 
+            for body in native.requests:  # every call the model made is answered by its id, in later turns too
+                called = [c["id"] for m in body["messages"] for c in m.get("tool_calls", [])]
+                answered = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+                assert called == answered and "was not run" not in json.dumps(body["messages"])
             revoked = await request(client, "margin/approvals", {"threadId": result["threadId"],
                                                                  "revoke": [{"tool": "edit", "args": back}]})
             assert revoked["approvals"] == [{"tool": "edit", "args": flip}]

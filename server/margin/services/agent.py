@@ -291,6 +291,8 @@ class AgentService:
         for call in read.calls:
             if call.tool is agent_tools.FINISH:
                 report.calls.append({"tool": call.tool.name, "args": call.args, "status": "done", "pointer": ""})
+                if turn.protocol == "native" and native_calls:  # every native call is answered, in a later turn too
+                    results.append(Result(number, "The task ended here.", "finish", call.id))
                 continue
             status, shown, changed = await self.calls.call(turn, call, number)
             label = agent_steps.label_for(call.tool.name, call.args)
