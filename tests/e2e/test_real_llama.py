@@ -97,7 +97,7 @@ def test_margin_doctor_against_the_real_server(llama_server):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{LLAMA_CONTEXT} tokens (llama.cpp /props n_ctx)" in result.stdout
-    assert "[llama.cpp]" in result.stdout and "All 4 enabled profiles are ready." in result.stdout
+    assert "[llama.cpp]" in result.stdout and "All 5 enabled profiles are ready." in result.stdout
 
 
 @pytest.fixture
