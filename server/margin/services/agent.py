@@ -199,7 +199,6 @@ class AgentService:
         if fewest_tokens(task) > out.limit:
             return self._stopped(out, "over budget", f"The task is {len(task):,} characters, more than the "
                                  f"{out.limit:,} tokens a prompt may take with this model: shorten it.")
-        system = agent_prompt.system(turn, pointers=False)
         fixed = await counter.count_chat([ChatMessage("system", agent_prompt.system(turn, pointers=True)),
                                           ChatMessage("user", f"Task: {task}")], agent_prompt.tools(turn))
         if fixed > out.limit:
@@ -217,13 +216,13 @@ class AgentService:
         for number in range(first, first + cap):
             if time.monotonic() > turn.deadline:
                 return await self._ended(turn, "deadline", "The turn took longer than agentTurnTimeoutS; its steps are kept.")
-            ended = await self._step(turn, number, system)
+            ended = await self._step(turn, number)
             if ended is not None:
                 return ended
         return await self._ended(turn, "step cap", f"The turn reached its cap of {cap} steps for this model "
                                  "without finishing; its steps are kept. Ask again to go on.")
 
-    async def _step(self, turn: Turn, number: int, system: str) -> AgentOutcome | None:
+    async def _step(self, turn: Turn, number: int) -> AgentOutcome | None:
         out = turn.outcome
         assert out is not None
         report = StepReport(number)

@@ -70,7 +70,7 @@ class AgentCalls:
         """The problems the editor reports in the file now — marked `new` when they were not
         there the last time the model looked in this turn, and those gone named — else the
         output of the person's agentCheckCommand for it (asked and sandboxed like `run`)."""
-        file_id = turn.reads._file_id(path)
+        file_id = turn.reads.file_id(path)
         if not file_id:
             return "failed", f"{path} is not a file inside the workspace.", False
         found = self.diagnostics.get(unquote(f"{turn.reads.folder_uri}/{file_id}"))
@@ -101,7 +101,7 @@ class AgentCalls:
         missing = current is None and problem is not None and problem.startswith("There is no file")
         if current is None and not missing:
             return "failed", problem or f"{args['path']} cannot be edited.", False
-        file_id = turn.reads._file_id(args["path"]) or args["path"]
+        file_id = turn.reads.file_id(args["path"]) or args["path"]
         before = copy.deepcopy(turn.ledger.seen.get(file_id))
         if "start" in args:  # a small model's edit: whole lines by number
             made = turn.ledger.edit_lines(file_id, current, args["start"], args["end"], args["new"])

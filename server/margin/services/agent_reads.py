@@ -59,7 +59,7 @@ class WorkspaceReads:
         why = files.why_not_indexed()
         return f"This workspace folder is not read by Margin: {why}." if why else files
 
-    def _file_id(self, path: str) -> str | None:
+    def file_id(self, path: str) -> str | None:
         """The path as a file id inside the folder (`./a/b.py` → `a/b.py`), or None when it
         leaves it by its spelling (absolute, `..`)."""
         pure = PurePosixPath(path.strip().replace("\\", "/"))
@@ -73,7 +73,7 @@ class WorkspaceReads:
         files = self._files()
         if isinstance(files, str):
             return None, files
-        file_id = self._file_id(path)
+        file_id = self.file_id(path)
         if file_id is None or not file_id or not files.inside(file_id):
             return None, f"{path} is not a file inside the workspace."
         if files.git_ignores(file_id):
@@ -97,7 +97,7 @@ class WorkspaceReads:
         text, problem = self.current_text(path)
         if text is None:
             return Shown(problem or f"There is no file {path}.", ok=False, path=path)
-        path = self._file_id(path) or path  # as the ledger and every later result name it
+        path = self.file_id(path) or path  # as the ledger and every later result name it
         if not text:
             return Shown(f"{path} is empty (sha256:{fingerprint(text)[:12]}).\n", path=path, current=text)
         lines = text.splitlines(keepends=True)
@@ -128,7 +128,7 @@ class WorkspaceReads:
         files = self._files()
         if isinstance(files, str):
             return Shown(files, ok=False, path=path)
-        folder_id = self._file_id(path)
+        folder_id = self.file_id(path)
         found = files.listing(folder_id) if folder_id is not None else None
         if found is None:
             return Shown(f"{path} is not a folder inside the workspace (or git ignores it).", ok=False, path=path)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from margin.core.agent.actions import Protocol
-from margin.core.agent.tools import canonical
 from margin.core.llm import ChatMessage, ToolCall
 from margin.core.pointers import pointer
 
@@ -241,10 +240,6 @@ def entries_of(stored: Sequence[StoredMessage]) -> list[Entry]:
 
 def last_step(entries: Sequence[Entry]) -> int:
     return max((e.number for e in entries if isinstance(e, Step)), default=0)
-
-
-def call_of(tool: str, args: Mapping[str, Any], call_id: str) -> ToolCall:
-    return ToolCall(call_id, tool, canonical(dict(args)))
 
 
 def cut_note(kept: int, total: int) -> str:

@@ -47,7 +47,7 @@ class LspDoor:
 
     def show(self, event: dict[str, Any]) -> None:
         if self.token is not None:
-            value = wire_agent.AgentEvent(**{k: v for k, v in _snake(event).items() if v is not None}).dump()
+            value = wire_agent.AgentEvent(**{k: v for k, v in event.items() if v is not None}).dump()
             self.ls.progress(types.ProgressParams(token=self.token, value=value))
 
     async def _ask(self, message: str) -> agent_service.Decision:
@@ -145,10 +145,6 @@ async def _reflected(ls: MarginLanguageServer, edit: agent_service.ProposedEdit,
         if time.monotonic() >= until:
             return False
         await asyncio.sleep(0.02)
-
-
-def _snake(event: dict[str, Any]) -> dict[str, Any]:
-    return {("prompt_tokens" if key == "promptTokens" else key): value for key, value in event.items()}
 
 
 async def agent(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
