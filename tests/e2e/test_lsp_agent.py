@@ -8,8 +8,10 @@ and no request is larger than the window the server serves."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
+import threading
 
 import pytest
 import tiktoken
@@ -54,6 +56,17 @@ async def agent(client, editor: Editor, task: str, **params):
     result = await asyncio.wait_for(
         request(client, "margin/agent", {"task": task, "partialResultToken": token, **params}), 60)
     return result, editor.events[token]
+
+
+async def server_holds(client, uri: str, text: str) -> None:
+    """Until margin-lsp's copy of the document is `text` (margin/status: its fingerprint)."""
+    want = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    for _ in range(3000):
+        files = (await request(client, "margin/status", {}))["files"]
+        if any(f["uri"] == uri and f["fingerprint"] == want for f in files):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the server never got the typed text")
 
 
 def prompt_tokens(body: dict) -> int:
@@ -218,8 +231,10 @@ async def test_text_the_person_typed_after_the_read_is_never_overwritten(fake, t
     async with start(fake, tmp_path, root) as client:
         editor = attach(client)
         editor.open(uri, CALC)
-        fake.script(reply(action("read", path="src/calc.py")),
-                    reply(action("edit", path="src/calc.py", old="a - b", new="a + b"), delay_s=0.5),
+        typed_in = threading.Event()
+        edit = reply(action("edit", path="src/calc.py", old="a - b", new="a + b"))
+        edit.gate = typed_in
+        fake.script(reply(action("read", path="src/calc.py")), edit,
                     reply(action("read", path="src/calc.py")),
                     reply(action("edit", path="src/calc.py", old="a - b", new="a + b")),
                     reply(action("finish", answer="fixed")))
@@ -228,9 +243,11 @@ async def test_text_the_person_typed_after_the_read_is_never_overwritten(fake, t
             while len(fake.requests) < 2:
                 await asyncio.sleep(0.01)
             editor.type(uri, typed)
+            await server_holds(client, uri, typed)
+            typed_in.set()  # the model's edit answers only once the server has the person's text
 
         typing = asyncio.create_task(type_after_the_first_read())
-        # The person types while the model thinks over its edit (the second answer comes after 0.5 s).
+        # The person types while the model thinks over its edit (its answer waits until they have).
         result, _ = await agent(client, editor, "fix add", textDocument={"uri": uri})
         await typing
         assert result["stopped"] == "finished"
@@ -371,13 +388,19 @@ async def test_diagnostics_show_what_an_edit_changed_and_commands_run_asked_in_t
                  reply(action("diagnostics", path="src/calc.py")), reply(action("run", command="cat src/calc.py")),
                  reply(action("diagnostics", path="README.md")), reply(action("finish", answer="done"))]
 
+        changed = threading.Event()
+
         async def after_the_edit():
             while len(fake.requests) < 4:
                 await asyncio.sleep(0.01)
             problems("unused b", "missing docstring")
+            await request(client, "margin/status", {})  # answered after the notification before it
+            changed.set()
 
         changing = asyncio.create_task(after_the_edit())
-        fake.script(*steps[:3], reply(action("diagnostics", path="src/calc.py"), delay_s=0.5), *steps[4:])
+        looked = reply(action("diagnostics", path="src/calc.py"))
+        looked.gate = changed
+        fake.script(*steps[:3], looked, *steps[4:])
         result, _ = await agent(client, editor, "fix add, then check", textDocument={"uri": uri})
         await changing
         assert result["stopped"] == "finished"

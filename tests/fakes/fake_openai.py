@@ -48,6 +48,8 @@ class Step:
     """tool calls: (id, name, arguments)"""
     headers: dict[str, str] = field(default_factory=dict)
     """extra response headers (a redirect's Location)"""
+    gate: threading.Event | None = None
+    """when set, the answer waits until the test opens it (a condition, not a delay)"""
 
 
 def reply(content: str, *, finish_reason: str = "stop", usage: dict[str, int] | None = None,
@@ -271,6 +273,8 @@ class FakeBackend:
                 step = fake._next_step(body, {k.lower(): v for k, v in self.headers.items()})
                 if step.delay_s and step.kind != "hang":
                     fake._stopping.wait(step.delay_s)
+                if step.gate is not None:
+                    step.gate.wait(60)
                 handler: Callable[[Step, dict[str, Any]], None] = getattr(self, f"_do_{step.kind}")
                 try:
                     handler(step, body)
