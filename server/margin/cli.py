@@ -22,6 +22,7 @@ from pathlib import Path
 
 from margin import (
     __version__,
+    cli_acp,
     cli_agent,
     cli_app,
     cli_eval,
@@ -340,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_eval.add_commands(commands)
     cli_next_edit.add_commands(commands)
     cli_agent.add_commands(commands)
+    cli_acp.add_commands(commands)
     return parser
 
 

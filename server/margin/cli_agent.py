@@ -25,6 +25,8 @@ ANSWERS: dict[str, Decision] = {"y": "accept", "yes": "accept", "a": "always", "
 
 
 class TerminalDoor:
+    files = None
+
     def __init__(self, app: MarginApp, root: Path, interactive: bool) -> None:
         self.app = app
         self.root = root

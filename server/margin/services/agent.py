@@ -118,7 +118,7 @@ class AgentService:
             return thread
         if not make:
             return None
-        workspace = self.app.workspace.folder_of(where.text_document)
+        workspace = ask.folder or self.app.workspace.folder_of(where.text_document)
         title = " ".join(ask.task.split())[:60]
         return await self.app.storage.run(lambda store: store.new_thread(workspace, CONTEXT, title))
 
@@ -145,6 +145,8 @@ class AgentService:
             raise RequestError(f"The {PROFILE} profile is disabled (set {PROFILE}.enabled to true).")
         if not ask.task.strip():
             raise RequestError("Say what the agent should do: the task is empty.")
+        if ask.model:  # another model of the same server (ACP's model choice)
+            settings = settings.model_copy(update={"model": ask.model})
         return settings
 
     async def _open(self, ask: AgentAsk, settings: ProfileSettings, thread: Thread | None, door: Door) -> Turn:
@@ -152,7 +154,7 @@ class AgentService:
         profile = await resolve_profile(self.app, PROFILE, settings)
         info = await self.app.backends.probe(PROFILE, settings)
         protocol, source = self.app.backends.agent_protocol(settings, info)
-        folder = self.app.workspace.folder_of(ask.where.text_document)
+        folder = ask.folder or self.app.workspace.folder_of(ask.where.text_document)
         globals_ = self.app.settings.current.globals
         entries = await self._entries(thread) if thread is not None else []
         thread = thread or Thread("", folder, CONTEXT, 0.0, 0.0)
@@ -233,7 +235,8 @@ class AgentService:
                                      "with every earlier result shown as a pointer; the steps are kept." + turn.served_note)
         messages, report.prompt_tokens, shape = fitted
         out.budget = await agent_prompt.report(turn, report.prompt_tokens, shape)
-        await self._show(turn, {"kind": "step", "step": number, "promptTokens": report.prompt_tokens})
+        await self._show(turn, {"kind": "step", "step": number, "promptTokens": report.prompt_tokens,
+                                "window": out.window})
         try:
             text, calls, usage = await self._ask_model(turn, messages, number)
         except ContextTooLarge as error:
@@ -293,6 +296,7 @@ class AgentService:
                 if turn.protocol == "native" and native_calls:  # every native call is answered, in a later turn too
                     results.append(Result(number, "The task ended here.", "finish", call.id))
                 continue
+            await self._show(turn, {"kind": "calling", "step": number, "tool": call.tool.name, "args": call.args})
             status, shown, changed = await self.calls.call(turn, call, number)
             label = agent_steps.label_for(call.tool.name, call.args)
             if any(r.label == label for r in results):

@@ -38,6 +38,11 @@ class AgentCalls:
         """Run one call: (status, what the model is shown, whether a file changed)."""
         name, args = call.tool.name, call.args
         try:
+            files = turn.door.files
+            if files is not None and name in ("read", "edit"):  # the client's text, not the disk's
+                problem = await turn.reads.fetch(args["path"], files)
+                if problem is not None:
+                    return "failed", problem, False
             if name == "read":
                 shown = turn.reads.read(args["path"], args.get("start"), args.get("end"),
                                         max_chars=max(1000, turn.result_limit * 3),

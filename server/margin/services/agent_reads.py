@@ -20,6 +20,7 @@ from margin.core.workspace_files import MAX_FILE_BYTES, FolderFiles
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
+    from margin.services.agent_turn import ClientFiles
     from margin.services.retrieval import Retrieval
 
 LIST_LIMIT = 200
@@ -50,6 +51,9 @@ class WorkspaceReads:
         self.app = app
         self.folder_uri = folder_uri.rstrip("/")
         """the workspace folder the agent works in: paths are relative to it"""
+        self.client: dict[str, str | None] = {}
+        """the files as the client holds them (ACP's fs/*), by file id, as last fetched; None:
+        the client has no such file"""
 
     def _files(self) -> FolderFiles | str:
         root = self.app.workspace.root_of(self.folder_uri)
@@ -68,16 +72,47 @@ class WorkspaceReads:
         parts = [part for part in pure.parts if part != "."]
         return "/".join(parts)
 
-    def current_text(self, path: str) -> tuple[str | None, str | None]:
-        """The file's text now — the editor's when it is open — or None, and why not."""
+    def _readable(self, path: str) -> tuple[FolderFiles, str] | str:
+        """The folder's files and the path's file id, when the rule lets it be read; else why not."""
         files = self._files()
         if isinstance(files, str):
-            return None, files
+            return files
         file_id = self.file_id(path)
         if file_id is None or not file_id or not files.inside(file_id):
-            return None, f"{path} is not a file inside the workspace."
+            return f"{path} is not a file inside the workspace."
         if files.git_ignores(file_id):
-            return None, f"{path} is ignored by git: not the project's own text, so it is not read."
+            return f"{path} is ignored by git: not the project's own text, so it is not read."
+        return files, file_id
+
+    async def fetch(self, path: str, client: ClientFiles) -> str | None:
+        """Ask the client for the file's text now (the same rule first: the client is never asked
+        for a file Margin would not read); None when done, else why not."""
+        from margin.services.agent_turn import ClientFileError
+
+        readable = self._readable(path)
+        root = self.app.workspace.root_of(self.folder_uri)
+        if isinstance(readable, str) or root is None:
+            return readable if isinstance(readable, str) else "The workspace folder is not on this machine's disk."
+        file_id = readable[1]
+        try:
+            text = await client.read(root / file_id)
+        except ClientFileError as error:
+            return f"{path} cannot be read: {error}"
+        if text is not None and len(text.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+            return f"{path} is over {MAX_FILE_BYTES // 1024} KB: too large to read."
+        self.client[file_id] = text
+        return None
+
+    def current_text(self, path: str) -> tuple[str | None, str | None]:
+        """The file's text now — the client's when it holds the files, the editor's when it is
+        open — or None, and why not."""
+        readable = self._readable(path)
+        if isinstance(readable, str):
+            return None, readable
+        files, file_id = readable
+        if file_id in self.client:
+            held = self.client[file_id]
+            return (held, None) if held is not None else (None, f"There is no file {path}.")
         opened = self.app.files.get(f"{self.folder_uri}/{file_id}")
         if opened is not None:
             return opened.text, None
@@ -148,6 +183,7 @@ class WorkspaceReads:
             return Shown(files, ok=False)
         opened = {f.uri[len(self.folder_uri) + 1:]: f.text for f in self.app.files.files()
                   if f.uri.startswith(self.folder_uri + "/")}
+        opened.update({file_id: text for file_id, text in self.client.items() if text is not None})
         exact, note = await asyncio.to_thread(_exact, files, query, opened)
         ranked = await retrieval.snippets(query, self.folder_uri + "/", ()) if retrieval is not None else []
         lines = [f"Exact text {query!r}: " + (f"{len(exact)} places" if exact else "nowhere") + note]

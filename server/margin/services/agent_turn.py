@@ -34,6 +34,10 @@ class AgentAsk:
     where: Where
     read_only: bool = False
     """only the tools that read: an edit or a command is refused without asking (`margin agent --yes`)"""
+    folder: str | None = None
+    """the workspace folder to work in (ACP: the session's cwd); None: the active document's"""
+    model: str | None = None
+    """the model to ask instead of the agent profile's (ACP's model choice), on the same server"""
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,25 @@ class EditAnswer:
     """accepted but not applied: why (the editor refused, the file changed)"""
 
 
+class ClientFiles(TypingProtocol):
+    """Files the client holds (ACP's fs/*): every read of a file goes through it, its unsaved
+    buffers included, never mixed with the disk."""
+
+    async def read(self, path: Path) -> str | None:
+        """The file's text as the client holds it; None when there is no such file. Raises
+        ClientFileError when the client cannot read it."""
+
+
+class ClientFileError(Exception):
+    """The client could not read or write a file: the message says why."""
+
+
 class Door(TypingProtocol):
     """How an agent turn reaches the person and the files."""
+
+    @property
+    def files(self) -> ClientFiles | None:
+        """The client's files, when it holds them; None: the editor's open documents, else the disk."""
 
     def show(self, event: dict[str, Any]) -> Awaitable[None] | None:
         """A step's progress: `{"kind": "step" | "text" | "call" | "told" | "final", ...}`."""
@@ -166,6 +187,8 @@ class AgentExplained:
 
 class NoDoor:
     """An explanation reaches no one."""
+
+    files = None
 
     def show(self, event: dict[str, Any]) -> None:
         return None

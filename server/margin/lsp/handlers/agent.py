@@ -41,13 +41,16 @@ DIFF_LINES = 40
 class LspDoor:
     """The agent's door through a language client."""
 
+    files = None
+
     def __init__(self, ls: MarginLanguageServer, token: Any) -> None:
         self.ls = ls
         self.token = token
 
     def show(self, event: dict[str, Any]) -> None:
-        if self.token is not None:
-            value = wire_agent.AgentEvent(**{k: v for k, v in event.items() if v is not None}).dump()
+        if self.token is not None and event["kind"] != "calling":  # a call is reported once it is done
+            fields = {f.alias or name for name, f in wire_agent.AgentEvent.model_fields.items()}
+            value = wire_agent.AgentEvent(**{k: v for k, v in event.items() if v is not None and k in fields}).dump()
             self.ls.progress(types.ProgressParams(token=self.token, value=value))
 
     async def _ask(self, message: str) -> agent_service.Decision:
