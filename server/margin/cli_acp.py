@@ -46,7 +46,7 @@ async def _acp(args: argparse.Namespace) -> int:
         services = Services.over(app)
         peer = Peer()
         agent = MarginAgent(services, peer)
-        nes = NextEdits(services)
+        nes = NextEdits(services, agent.folders)
         reader, writer = await stdio_streams(limit=STDIO_LIMIT)
         requests: dict[str, Any] = {"session/delete": agent.delete_session, **nes.requests()}
         try:

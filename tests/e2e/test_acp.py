@@ -247,15 +247,21 @@ async def test_cancel_aborts_the_model_call_and_the_prompt_answers_cancelled(fak
         assert other.updates("agent_message_chunk")[-1].content.text == "went on"
 
 
-async def test_mcp_servers_are_refused_by_name_and_bad_input_is_named(fake, tmp_path):
+async def test_mcp_servers_are_not_run_and_said_so_by_name_and_bad_input_is_named(fake, tmp_path):
     root = project(tmp_path)
     client = Client()
     async with start(client, root, environ(fake, tmp_path)) as (conn, _process):
         await initialized(conn)
         from acp.schema import McpServerStdio
-        with pytest.raises(RequestError, match="MCP servers.*files-server"):
-            await conn.new_session(cwd=str(root), mcp_servers=[McpServerStdio(name="files-server", command="npx",
-                                                                              args=[], env=[])])
+        marker = tmp_path / "started"
+        servers = [McpServerStdio(name="files-server", command="touch", args=[str(marker)], env=[])]
+        with_servers = await conn.new_session(cwd=str(root), mcp_servers=servers)
+        assert with_servers.field_meta == {"margin": {"mcpServersNotStarted": ["files-server"]}}
+        fake.script(reply(action("finish", answer="ok")))
+        await conn.prompt(session_id=with_servers.session_id, prompt=[text_block("hello")])
+        said = [u.content.text for u in client.updates("agent_message_chunk")]
+        assert said[0].startswith("(Margin does not run MCP servers yet: files-server was not started")
+        assert not marker.exists()  # never run
         with pytest.raises(RequestError, match="absolute path"):
             await conn.new_session(cwd="relative/dir", mcp_servers=[])
         session = await conn.new_session(cwd=str(root), mcp_servers=[])
@@ -265,3 +271,91 @@ async def test_mcp_servers_are_refused_by_name_and_bad_input_is_named(fake, tmp_
         with pytest.raises(RequestError, match="image block"):
             await conn.prompt(session_id=session.session_id,
                               prompt=[ImageContentBlock(type="image", data="AAAA", mime_type="image/png")])
+
+
+async def test_modes_options_close_and_delete(fake, tmp_path):
+    root = project(tmp_path)
+    client = Client(answers=["allow_always", "allow_once"])
+    async with start(client, root, environ(fake, tmp_path)) as (conn, _process):
+        await initialized(conn)
+        session = await conn.new_session(cwd=str(root), mcp_servers=[])
+        sid = session.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="read-only")
+        fake.script(reply(action("read", path="src/calc.py")),
+                    reply(action("edit", path="src/calc.py", old="a - b", new="a + b")), reply(action("finish", answer="no")))
+        await conn.prompt(session_id=sid, prompt=[text_block("fix add")])
+        assert not [k for k, _ in client.seen if k == "permission"]  # refused without asking
+        assert "not allowed in this run (read-only)" in json.dumps(fake.requests[-1]["messages"])
+
+        await conn.set_session_mode(session_id=sid, mode_id="ask")
+        options = await conn.set_config_option(session_id=sid, config_id="approvals", value="ask")
+        assert {o.id: o.current_value for o in options.config_options}["approvals"] == "ask"
+        flip = {"path": "src/calc.py", "old": "a - b", "new": "a + b"}
+        back = {"path": "src/calc.py", "old": "a + b", "new": "a - b"}
+        for args in (flip, back, flip):  # "always" is not remembered while approvals is `ask`
+            fake.script(reply(action("read", path="src/calc.py")), reply(action("edit", **args)),
+                        reply(action("finish", answer="ok")))
+            client.answers = ["allow_always"]
+            await conn.prompt(session_id=sid, prompt=[text_block("flip")])
+        assert len([k for k, _ in client.seen if k == "permission"]) == 3
+        assert (root / "src" / "calc.py").read_text() == FIXED
+        with pytest.raises(RequestError, match="no option"):
+            await conn.set_config_option(session_id=sid, config_id="temperature", value="hot")
+
+        await conn.close_session(session_id=sid)
+        with pytest.raises(RequestError):
+            await conn.prompt(session_id=sid, prompt=[text_block("after close")])
+        await conn.resume_session(session_id=sid, cwd=str(root))  # a closed session resumes
+        await conn._conn.send_request("session/delete", {"sessionId": sid})  # not in the SDK's client
+        assert (await conn.list_sessions(cwd=str(root))).sessions == []
+        with pytest.raises(RequestError):
+            await conn.load_session(session_id=sid, cwd=str(root))
+
+
+async def test_next_edits_over_nes_from_document_events_and_a_rejected_one_is_not_offered_again(fake, tmp_path):
+    root = project(tmp_path)
+    before = ("import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n"
+              "def perimeter(r):\n    return 2 * math.pi * r\n")
+    after = before.replace("def area(r):", "def area(radius):")
+    wanted = after.replace("math.pi * r * r", "math.pi * radius * radius")
+    uri = (root / "geometry.py").as_uri()
+    fake.script(reply(f"```python\n{wanted.rstrip()}\n```"))
+    client = Client()
+    async with start(client, root, environ(fake, tmp_path, MARGIN_NEXT_EDIT_ENABLED="true")) as (conn, _process):
+        init = await initialized(conn)
+        assert init.agent_capabilities.nes.events.document.did_change.sync_kind == "incremental"
+        raw = conn._conn  # nes/* and document/* are unstable: the SDK's client has no methods for them
+        await raw.send_notification("margin/unknown", {"anything": 1})  # ignored, never fatal
+        started = await raw.send_request("nes/start", {"workspaceUri": root.as_uri(), "unknownField": True})
+        nes = started["sessionId"]
+        await raw.send_notification("document/didOpen", {"sessionId": nes, "uri": uri, "languageId": "python",
+                                                         "version": 1, "text": before})
+        for n, char in enumerate("adius"):  # the person types `r` → `radius`, a key at a time
+            at = {"line": 3, "character": 10 + n}
+            await raw.send_notification("document/didChange", {"sessionId": nes, "uri": uri, "version": 2 + n,
+                                                               "contentChanges": [{"range": {"start": at, "end": at},
+                                                                                   "text": char}]})
+        asked = {"sessionId": nes, "uri": uri, "version": 6, "position": {"line": 3, "character": 15},
+                 "triggerKind": "automatic"}
+        found = await raw.send_request("nes/suggest", asked)
+        (suggestion,) = found["suggestions"]
+        assert suggestion["kind"] == "edit" and suggestion["uri"] == uri
+        lines = after.split("\n")
+        for edit in reversed(suggestion["edits"]):
+            first, last = edit["range"]["start"], edit["range"]["end"]
+            assert first["line"] == last["line"]
+            line = lines[first["line"]]
+            lines[first["line"]] = line[:first["character"]] + edit["newText"] + line[last["character"]:]
+        assert "\n".join(lines) == wanted
+        assert "before:\n```\ndef area(r):\n```\nafter:\n```\ndef area(radius):\n```" in \
+            fake.requests[0]["messages"][-1]["content"]  # the next-edit service's own prompt
+
+        calls = len(fake.requests)
+        await raw.send_notification("nes/reject", {"sessionId": nes, "id": suggestion["id"], "reason": "rejected"})
+        again = await raw.send_request("nes/suggest", asked)
+        assert again["suggestions"] == [] and len(fake.requests) == calls  # not offered again, not asked again
+        stale = await raw.send_request("nes/suggest", {**asked, "version": 5})
+        assert stale["suggestions"] == []
+        await raw.send_request("nes/close", {"sessionId": nes})
+        with pytest.raises(RequestError):
+            await raw.send_request("nes/suggest", asked)

@@ -120,6 +120,10 @@ class AcpDoor:
         if self._last is not None:
             await asyncio.wait([self._last])
 
+    def say(self, text: str) -> None:
+        """A message of Margin's own to the person, in the agent's words' place."""
+        self._send(update_agent_message_text(text))
+
     def show(self, event: dict[str, Any]) -> None:
         kind = event["kind"]
         if kind == "step":

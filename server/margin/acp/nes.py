@@ -64,9 +64,11 @@ class NesSession:
 
 
 class NextEdits:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, folders: set[str]) -> None:
         self.services = services
         self.app = services.app
+        self.folders = folders
+        """the workspace folders Margin reads (the agent's sessions' too)"""
         self.sessions: dict[str, NesSession] = {}
         self._ids = itertools.count(1)
 
@@ -82,7 +84,10 @@ class NextEdits:
     # --- requests ------------------------------------------------------------------------------
 
     async def start(self, params: dict[str, Any]) -> dict[str, Any]:
-        StartNesRequest.model_validate(params)
+        request = StartNesRequest.model_validate(params)
+        named = [request.workspace_uri] if request.workspace_uri else []
+        self.folders.update(u.rstrip("/") for u in named + [f.uri for f in request.workspace_folders or ()]
+                            if u.startswith("file:///"))
         session = NesSession(f"nes-{next(self._ids)}")
         self.sessions[session.id] = session
         return {"sessionId": session.id}

@@ -11,7 +11,10 @@ resume, close, delete), its mode and options, a prompt as one agent turn, and ca
 - A prompt is one turn of services/agent.py through the session's door (door.py); a cancel
   aborts its model call and the prompt answers `cancelled`. Every update is sent before the
   prompt's answer.
-- `mcpServers` are refused by name until Margin runs MCP servers: never silently ignored.
+- `mcpServers` are not run until Margin runs MCP servers, and never silently ignored: the
+  session starts (Zed and JetBrains pass the editor's own servers to every agent), its answer's
+  `_meta` names them, and the first prompt's first update says, by name, that they were not
+  started.
 """
 
 from __future__ import annotations
@@ -78,6 +81,14 @@ def refused(message: str) -> RequestError:
     return RequestError(-32602, message)
 
 
+def _names(mcp_servers: Any) -> list[str]:
+    return [" ".join(str(getattr(server, "name", "") or "unnamed").split())[:80] for server in mcp_servers or ()]
+
+
+def _not_started_meta(session: Session) -> dict[str, Any] | None:
+    return {"margin": {"mcpServersNotStarted": session.not_started}} if session.not_started else None
+
+
 @dataclass
 class Session:
     id: str
@@ -92,6 +103,8 @@ class Session:
     """calls answered "reject always": refused without asking again in this session"""
     running: asyncio.Task[Any] | None = None
     cancelled: bool = False
+    not_started: list[str] = field(default_factory=list)
+    """the MCP servers the client named, not run (said once, at the first prompt)"""
 
 
 class MarginAgent:
@@ -152,10 +165,7 @@ class MarginAgent:
             raise RequestError.resource_not_found(session_id)
         return session
 
-    def _folder(self, cwd: str, mcp_servers: Any) -> tuple[Path, str]:
-        if mcp_servers:
-            names = ", ".join(str(getattr(server, "name", "?")) for server in mcp_servers)
-            raise refused(f"Margin does not run MCP servers yet: refused {names}. Start the session without mcpServers.")
+    def _folder(self, cwd: str) -> tuple[Path, str]:
         path = Path(cwd)
         if not path.is_absolute() or not path.is_dir():
             raise refused(f"cwd must be an absolute path of a folder on this machine: {cwd!r} is not.")
@@ -186,19 +196,21 @@ class MarginAgent:
 
     async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
                           **_: Any) -> NewSessionResponse:
-        path, folder = self._folder(cwd, mcp_servers)
+        path, folder = self._folder(cwd)
         thread = await self.app.storage.run(lambda store: store.new_thread(folder, CONTEXT, None))
-        session = self.sessions[thread.id] = Session(thread.id, path, folder)
-        log.info("acp session new id=%s", thread.id)
-        return NewSessionResponse(session_id=thread.id, modes=self._modes(session), config_options=await self._options(session))
+        session = self.sessions[thread.id] = Session(thread.id, path, folder, not_started=_names(mcp_servers))
+        log.info("acp session new id=%s mcp_servers_not_started=%d", thread.id, len(session.not_started))
+        return NewSessionResponse(session_id=thread.id, modes=self._modes(session), config_options=await self._options(session),
+                                  field_meta=_not_started_meta(session))
 
     async def _opened(self, cwd: str, session_id: str, mcp_servers: Any) -> Session:
-        path, folder = self._folder(cwd, mcp_servers)
+        path, folder = self._folder(cwd)
         thread = await self.app.storage.run(lambda store: store.get_thread(session_id))
         if thread is None or thread.context != CONTEXT:
             raise RequestError.resource_not_found(session_id)
         known = self.sessions.get(session_id)
         session = self.sessions[session_id] = known or Session(thread.id, path, folder)
+        session.not_started = _names(mcp_servers)
         return session
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None,
@@ -206,12 +218,14 @@ class MarginAgent:
         session = await self._opened(cwd, session_id, mcp_servers)
         for update in acp_door.replayed(await self.services.threads.timeline(session_id), session.cwd):
             await self.peer.update(session_id, update)
-        return LoadSessionResponse(modes=self._modes(session), config_options=await self._options(session))
+        return LoadSessionResponse(modes=self._modes(session), config_options=await self._options(session),
+                                   field_meta=_not_started_meta(session))
 
     async def resume_session(self, session_id: str, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
                              **_: Any) -> ResumeSessionResponse:
         session = await self._opened(cwd, session_id, mcp_servers)
-        return ResumeSessionResponse(modes=self._modes(session), config_options=await self._options(session))
+        return ResumeSessionResponse(modes=self._modes(session), config_options=await self._options(session),
+                                     field_meta=_not_started_meta(session))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
         folder = Path(cwd).resolve().as_uri() if cwd else None
@@ -276,6 +290,11 @@ class MarginAgent:
         if session.approvals == "ask":
             self.services.agent.approvals.pop(session.id, None)
         door = acp_door.AcpDoor(self.app, self.peer, session, self.client_files)
+        if session.not_started:
+            door.say(f"(Margin does not run MCP servers yet: {', '.join(session.not_started)} "
+                     f"{'was' if len(session.not_started) == 1 else 'were'} not started, and the agent works without "
+                     "them.)\n\n")
+            session.not_started = []
         ask = AgentAsk(task, Where(thread_id=session.id), read_only=session.mode == "read-only",
                        folder=session.folder, model=session.model)
         session.cancelled = False

@@ -44,8 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for clients that pass it)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING or ERROR; also MARGIN_LOG_LEVEL")
     parser.add_argument("--log-file", default=None, help="write logs here instead of stderr; also MARGIN_LOG_FILE")
+    parser.add_argument("--acp", action="store_true", help=(
+        "speak the Agent Client Protocol on stdio instead (Margin's agent for Zed, JetBrains and other "
+        "ACP clients; the same as `margin acp`)"))
     parser.add_argument("--version", action="version", version=f"margin-lsp {__version__}")
     args = parser.parse_args(argv)
+    if args.acp:
+        if args.tcp:
+            parser.error("--acp talks on stdio: leave out --tcp")
+        from margin import cli
+
+        return cli.main([*(["--log-level", args.log_level] if args.log_level else []), "acp"])
     token = os.environ.pop(TOKEN_ENV, None) or None  # not passed on to programs Margin runs
     if args.tcp:
         host = args.tcp[0]
