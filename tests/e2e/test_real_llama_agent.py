@@ -46,3 +46,36 @@ async def test_gemma_acts_by_json_actions_and_the_turn_ends_within_its_cap(llama
     # Only a confirmed edit reached the buffer; the disk was never written.
     assert len(editor.edits) == len(result["edits"]) and len(editor.asked) >= len(result["edits"])
     assert (root / "calc.py").read_text() == CALC
+
+
+async def test_gemma_through_acp_one_turn_every_step_told_within_the_window(llama_server, tmp_path):
+    """The same turn through `margin acp` and the ACP Python SDK's client: the window each step
+    reports is the one the server serves, every step within it, the turn ends with an answer of
+    its own kind, and the file changes only by an edit the client allowed."""
+    import sys
+
+    from acp import text_block
+    from acp.stdio import spawn_agent_process
+
+    from tests.e2e import test_acp
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "calc.py").write_text(CALC)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    env = test_acp.cli_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, MARGIN_DATABASE=str(tmp_path / "t.db"),
+                           MARGIN_RETRIEVAL="false", MARGIN_AGENT_MAX_OUTPUT_TOKENS="96", MARGIN_AGENT_TEMPERATURE="0")
+    client = test_acp.Client(answers=["reject_once"] * 8)
+    async with spawn_agent_process(client, sys.executable, "-m", "margin.cli", "acp", env=env,
+                                   cwd=str(root)) as (conn, _process):
+        await test_acp.initialized(conn)
+        session = await conn.new_session(cwd=str(root), mcp_servers=[])
+        done = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[
+            text_block("Read calc.py, then fix the function add so that it adds.")]), 900)
+
+    assert done.stop_reason in ("end_turn", "max_turn_requests")
+    usage = client.updates("usage_update")
+    assert 1 <= len(usage) <= 8 and all(0 < u.used < u.size for u in usage)  # 270M: the small cap
+    assert len({u.size for u in usage}) == 1 and usage[0].size >= 2048  # the served window, read from the server
+    assert client.updates("agent_message_chunk")  # the turn ended with something said
+    assert (root / "calc.py").read_text() == CALC  # every edit rejected: never written
