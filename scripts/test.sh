@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need (Margin with its test tools, the local model server, the
-# VS Code extension and a real VS Code with headless Chromium, Emacs with eglot, bubblewrap for
-# the sandbox), checks lint (ruff) and types (mypy, strict for margin.core) at zero findings, and
-# runs the whole suite: unit tests,
+# VS Code extension and a real VS Code with headless Chromium, the ACP TypeScript SDK's client,
+# Emacs with eglot, bubblewrap for the sandbox), checks lint (ruff) and types (mypy, strict for
+# margin.core) at zero findings, and runs the whole suite: unit tests,
 # LSP end-to-end tests, the real llama.cpp, Neovim, VS Code and Emacs tests. Extra arguments go to
 # pytest. Exits non-zero on any finding, failure, skip, or when no test ran (pytest's exit 5).
 # Each step's time is printed as it ends; pytest ends with the 25 slowest tests (setup, call and
@@ -21,6 +21,7 @@ step() {  # step NAME COMMAND...: run it, then print how long it took
 step "set-up" bash scripts/setup.sh --test
 step "the model server" bash -c 'bash scripts/install-model-server.sh >/dev/null'
 step "VS Code's tools" bash -c 'bash scripts/install-vscode-tools.sh >/dev/null'
+step "ACP's client" bash -c 'bash scripts/install-acp-tools.sh >/dev/null'
 step "Emacs" bash -c 'bash scripts/install-emacs.sh >/dev/null'
 step "the sandbox" bash -c 'bash scripts/install-sandbox.sh >/dev/null'
 step "the VS Code extension" bash -c 'bash scripts/build-vscode-extension.sh >/dev/null'
