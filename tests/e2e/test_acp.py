@@ -359,3 +359,45 @@ async def test_next_edits_over_nes_from_document_events_and_a_rejected_one_is_no
         await raw.send_request("nes/close", {"sessionId": nes})
         with pytest.raises(RequestError):
             await raw.send_request("nes/suggest", asked)
+
+
+async def test_the_client_is_never_asked_for_a_file_margin_would_not_read(fake, tmp_path):
+    """A model's path can name a file outside the session's folder, or one git ignores (`.env`):
+    the workspace rule refuses it before the client is asked, so the editor never reads it for
+    the model either."""
+    root = project(tmp_path)
+    (root / ".gitignore").write_text(".env\n")
+    (root / ".env").write_text("TOKEN=secret-value-123456\n")
+    (tmp_path / "outside.txt").write_text("outside-text-987654\n")
+    fake.script(reply(action("read", path=".env")), reply(action("read", path="../outside.txt")),
+                reply(action("read", path=str(tmp_path / "outside.txt"))),
+                reply(action("edit", path="../outside.txt", old="outside", new="inside")),
+                reply(action("finish", answer="nothing read")))
+    client = Client(answers=["allow_once"] * 4)
+    async with start(client, root, environ(fake, tmp_path)) as (conn, _process):
+        await initialized(conn, fs=True)
+        session = await conn.new_session(cwd=str(root), mcp_servers=[])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("read them")])
+    assert [what for kind, what in client.seen if kind in ("read", "write", "permission")] == []
+    sent = json.dumps(fake.requests)
+    assert "secret-value-123456" not in sent and "outside-text-987654" not in sent
+    assert "ignored by git" in sent and "not a file inside the workspace" in sent
+    assert (tmp_path / "outside.txt").read_text() == "outside-text-987654\n"
+
+
+async def test_authenticate_checks_the_key_variable_and_margin_lsp_acp_is_the_same_agent(fake, tmp_path):
+    root = project(tmp_path)
+    client = Client()
+    async with spawn_agent_process(client, sys.executable, "-m", "margin.lsp.main", "--acp",
+                                   env=environ(fake, tmp_path), cwd=str(root)) as (conn, _process):
+        init = await initialized(conn)
+        assert init.agent_info.name == "margin-lsp"
+        (method,) = init.auth_methods
+        await conn.authenticate(method_id=method.id)  # the variable is set
+        with pytest.raises(RequestError, match="no auth method"):
+            await conn.authenticate(method_id="agent")
+    async with start(client, root, environ(fake, tmp_path, FAKE_LLM_API_KEY="")) as (conn, _process):
+        await initialized(conn)
+        with pytest.raises(RequestError) as unset:
+            await conn.authenticate(method_id=method.id)
+        assert unset.value.code == -32000 and "FAKE_LLM_API_KEY is not set" in json.dumps(unset.value.data)
