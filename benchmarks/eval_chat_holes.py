@@ -6,19 +6,23 @@ block. Each suggestion is sorted as a person would see it:
   code       inserted at the cursor, the file still parses
   broken     inserted, the file no longer parses (and it is not prose)
   prose      words, not code
+  echo       Margin's own instructions again (eight words in a row of them, the hole's marker, a
+             chat template's turn), or the file again (two of its lines in a row, or a line of
+             20 characters or more that is not the hole's own): never code, whatever it parses as
   schema     a word of the answer's schema (`completion`, `HoleAnswer`, ...) instead of code
   suffix     repeats what follows the cursor (the next line, or the rest of the line)
   empty      no suggestion
 
-plus `exact` (the hole's own text). Holes: lines of httpx's Python at the bundle's newest commit,
+plus `exact` (the hole's own text), and for `empty` why Margin showed nothing (core/completion/
+junk.py: instructions, file copy, misplaced, empty, nothing new). Holes: lines of httpx's Python at the bundle's newest commit,
 chosen with a fixed seed; two in three are cut in the middle of the line (the rest of the line is
 the hole), one in three at the line's first character after its indentation (the whole line).
 
     .venv/bin/python benchmarks/eval_chat_holes.py                   # 50 holes, both formats
     .venv/bin/python benchmarks/eval_chat_holes.py --holes 4 --source DIR   # CI: holes from DIR's Python
 
-Exits 1 when any answer in the default (fenced) format is a schema word (the target: none), 2
-without the bundle.
+Exits 1 when any answer in the default (fenced) format is a schema word or an echo (the target:
+none), 2 without the bundle.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +46,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import itertools
+
 from tests.conftest import running_llama_server
 
 from margin.adapters.sqlite_store import SQLiteThreadStore
+from margin.core.completion import formats, junk
 from margin.core.vfs import Position
 from margin.services.app import MarginApp
 from margin.services.completion import CompletionRequest, CompletionService
@@ -53,7 +61,9 @@ from timing import finish, verdict
 BUNDLE = Path("/work/shared/data/httpx.bundle")
 SCHEMA_WORDS = {"holeanswer", "hole_answer", "completion", "title", "properties", "additionalproperties"}
 """the answer formats' own words (a legitimate answer could be `string` or `type`: those are not counted)"""
-KINDS = ("code", "broken", "prose", "schema", "suffix", "empty")
+KINDS = ("code", "broken", "prose", "echo", "schema", "suffix", "empty")
+ECHO_LINE = 20
+"""a shown line this long that the file already has elsewhere is an echo of it"""
 FORMATS = ("json", "fenced")
 DEFAULT = "fenced"
 """the format Margin sends (CompletionService.answer_format): the one whose target is judged"""
@@ -108,6 +118,8 @@ def sort_answer(hole: Hole, suggestion: str | None) -> str:
     following = next((line.strip() for line in lines[hole.line + 1:] if line.strip()), "")
     if following and shown.split("\n")[-1].strip() == following:
         return "suffix"
+    if echoes(hole, suggestion):
+        return "echo"
     offset = sum(len(line) + 1 for line in lines[:hole.line]) + hole.column
     if parses(hole.text[:offset] + suggestion + hole.text[offset:]):
         return "code"
@@ -115,6 +127,20 @@ def sort_answer(hole: Hole, suggestion: str | None) -> str:
     if len(words) >= 3 and not re.search(r"[()\[\]{}=_]", shown):
         return "prose"
     return "broken"
+
+
+def echoes(hole: Hole, suggestion: str) -> bool:
+    """The suggestion is Margin's prompt or the file again (as `echo` above says)."""
+    if junk.echoes_instructions(suggestion, formats.HOLE_SYSTEM, suggestion):
+        return True
+    lines = hole.text.split("\n")
+    others = [junk.normal(line) for n, line in enumerate(lines) if n != hole.line and line.strip()]
+    pairs = set(itertools.pairwise(others))
+    shown = [junk.normal(line) for line in suggestion.split("\n") if line.strip()]
+    expected = junk.normal(lines[hole.line] + hole.expected)
+    if any(pair in pairs for pair in itertools.pairwise(shown)):
+        return True
+    return any(len(line) >= ECHO_LINE and line in others and line != expected for line in shown)
 
 
 async def run_format(base_url: str, holes: list[Hole], answer_format: str, tmp: Path) -> list[dict]:
@@ -136,7 +162,7 @@ async def run_format(base_url: str, holes: list[Hole], answer_format: str, tmp: 
             results.append({"hole": i, "path": hole.path, "line": hole.line + 1, "route": outcome.route,
                             "kind": sort_answer(hole, text), "exact": bool(text) and text.strip() == hole.expected.strip(),
                             "seconds": round(seconds, 2), "suggestion": text, "expected": hole.expected,
-                            "reason": outcome.reason})
+                            "reason": outcome.reason, "silence": outcome.silence})
     finally:
         await app.aclose()
     return results
@@ -157,6 +183,12 @@ def report(results: dict[str, list[dict]]) -> None:
         judged = (f"target none: {verdict(schema, 0, kind='exact', what=f'{name} answers that are schema words')}"
                   if name == DEFAULT else "(measured beside the default, not a target)")
         print(f"  {name}: routes {sorted(map(str, routes))}; schema words {schema}  {judged}")
+        echo = sum(r["kind"] == "echo" for r in rows)
+        if name == DEFAULT:
+            print(f"  {name}: shown echoes of the prompt or the file {echo}  "
+                  f"target none: {verdict(echo, 0, kind='exact', what=f'{name} answers that echo the prompt or the file')}")
+        silent = Counter(r.get("silence") or "no model answer" for r in rows if r["kind"] == "empty")
+        print(f"  {name}: why nothing was shown: " + (", ".join(f"{k} {v}" for k, v in sorted(silent.items())) or "-"))
 
 
 def main() -> int:

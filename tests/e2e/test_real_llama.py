@@ -479,3 +479,33 @@ def test_the_chat_hole_evaluation_runs_on_a_sample():
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "| json |" in run.stdout and "| fenced |" in run.stdout
     assert "fenced: routes ['chat']; schema words 0  target none: met" in run.stdout, run.stdout[-2000:]
+
+
+GEO = "def area(radius):\n    return 3.14159 * radius * radius\n\n\ndef circumference(radius):\n    \n"
+MEAN = "def count(values):\n    return len(values)\n\n\ndef mean(values):\n    total = sum(values)\n    \n"
+
+
+@pytest.mark.parametrize("name, text, line", [("geo.py", GEO, 6), ("stats.py", MEAN, 7)])
+def test_junk_is_silence_on_the_quick_starts_model(llama_server, tmp_path, name, text, line):
+    """#52, as a new user met it: `margin complete geo.py 6:4` showed the file's first function
+    copied into another's body, `stats.py` Margin's own instructions. Three tries each: every
+    suggestion shown is neither a copy of the file nor of the prompt (no suggestion is right)."""
+    from margin.core.completion import formats, junk
+
+    path = tmp_path / name
+    path.write_text(text)
+    instructions = formats.fixed_text("chat", file_id=name, language="python")
+    file_lines = {junk.normal(x) for x in text.split("\n") if x.strip()}
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-m", "margin.cli", "complete", str(path), f"{line}:4"],
+                             capture_output=True, text=True, timeout=600,
+                             env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent",
+                                           MARGIN_COMPLETION_TIMEOUT_S="600"))
+        assert run.returncode == 0 or "margin: no suggestion" in run.stderr, run.stdout + run.stderr
+        shown = run.stdout.strip("\n")
+        if run.returncode != 0:
+            assert "nothing useful" in run.stderr or "no suggestion" in run.stderr
+            continue
+        assert not junk.echoes_instructions(shown, instructions), shown
+        assert not [x for x in shown.split("\n") if junk.normal(x) in file_lines and len(x.strip()) > 8], shown
+        assert not shown.lstrip().startswith(("def ", "class ")), shown  # never a definition inside the body

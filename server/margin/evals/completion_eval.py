@@ -15,6 +15,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -165,8 +166,16 @@ def report(rows: Sequence[Row], endpoint: Endpoint, seed: int, sizes: dict[str, 
             lines.append(f"  {'difference, Margin - direct':<28}{100 * paired.difference:>+15.1f}%  "
                          f"95% interval [{100 * paired.low:+.1f}, {100 * paired.high:+.1f}] points; "
                          f"only Margin passed {paired.only_first}, only direct {paired.only_second}")
+        silent = Counter((row.margin.error or "").removeprefix(SILENCE) for row in mine
+                         if not row.margin.answer and (row.margin.error or "").startswith(SILENCE))
+        if silent:  # the model answered, and post-processing showed nothing (core/completion/junk.py)
+            lines.append(f"  {'why Margin showed nothing':<28}" + ", ".join(f"{k} {v}" for k, v in sorted(silent.items())))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+SILENCE = "nothing useful: "
+"""how an outcome's reason begins when the model answered and nothing was worth showing"""
 
 
 def _line(label: str, attempts: Sequence[Attempt]) -> str:

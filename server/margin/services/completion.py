@@ -23,7 +23,8 @@ from typing import Any, cast
 from margin import logs
 from margin.core.budget import BudgetReport, Window
 from margin.core.completion import formats
-from margin.core.completion.postprocess import CompletionContext, Suggestion, clean
+from margin.core.completion.junk import Silence
+from margin.core.completion.postprocess import CompletionContext, Suggestion, clean, judge
 from margin.core.completion.prompt import (
     CONTEXT_CHARS_PER_TOKEN,
     CompletionInput,
@@ -115,6 +116,9 @@ class CompletionOutcome:
     cached: bool = False
     reason: str | None = None
     """why there is no suggestion, for the log and the terminal"""
+    silence: str | None = None
+    """the model answered, and post-processing found nothing to show: why (core/completion/junk.py
+    REASONS), metadata the evaluations count"""
     range: Range | None = None
     """what the suggestion replaces, in the editor's position encoding: from the cursor to the
     end of the auto-closed characters it rewrites (on the cursor's line)"""
@@ -280,12 +284,14 @@ class CompletionService:
             except ProviderError as error:
                 log.info("completion failed uri=%s route=%s error=%s", logs.name(file.uri), route, error.kind)
                 return CompletionOutcome(None, route, budget, reason=str(error))
-            strip = family.strip if family is not None else ()
-            suggestion = clean(raw, CompletionContext(prefix, suffix, file.language_id, strip))
-            log.info("completion done uri=%s route=%s prompt_tokens=%d chars_out=%d shown=%s ms=%.0f",
+            made = judge(raw, self._context(route, family, file_id, file.language_id, prefix, suffix, profile))
+            suggestion = made if isinstance(made, Suggestion) else None
+            silence = made.reason if isinstance(made, Silence) else None
+            log.info("completion done uri=%s route=%s prompt_tokens=%d chars_out=%d shown=%s silence=%s ms=%.0f",
                      logs.name(file.uri), route, budget.counted or budget.total, len(raw), suggestion is not None,
-                     (time.perf_counter() - started) * 1000)
-            return CompletionOutcome(suggestion, route, budget, reason=None if suggestion else "nothing useful")
+                     silence, (time.perf_counter() - started) * 1000)
+            return CompletionOutcome(suggestion, route, budget, reason=f"nothing useful: {silence}" if silence else None,
+                                     silence=silence)
         return CompletionOutcome(None, route, reason="no route works for this backend")
 
     async def try_route(self, route: formats.Route, file_id: str, language: str, prefix: str,
@@ -303,7 +309,16 @@ class CompletionService:
         if prompt.over_budget:
             raise RequestError(prompt.over_budget)
         raw = await self._send(route, family, prompt, profile)
-        return clean(raw, CompletionContext(prefix, suffix, language, family.strip if family is not None else ()))
+        return clean(raw, self._context(route, family, file_id, language, prefix, suffix, profile))
+
+    @staticmethod
+    def _context(route: formats.Route, family: formats.FimFamily | None, file_id: str, language: str, prefix: str,
+                 suffix: str, profile: Profile) -> CompletionContext:
+        """What post-processing knows of the request: the code around the cursor, the family's
+        tokens, and the chat route's own instructions (an answer repeating them is junk)."""
+        instructions = formats.fixed_text(route, family, file_id=file_id, language=language,
+                                          system=profile.system) if route == "chat" else ""
+        return CompletionContext(prefix, suffix, language, family.strip if family is not None else (), instructions)
 
     async def _prompt(self, file_id: str, language: str, prefix: str, suffix: str, extra: tuple[Snippet, ...],
                       route: formats.Route, family: formats.FimFamily | None, profile: Profile) -> CompletionPrompt:

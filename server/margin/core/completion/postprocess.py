@@ -1,13 +1,16 @@
 """Post-processing of inline completion: what a model returns for a fill-in-the-middle request
 becomes the suggestion shown at the cursor, or nothing.
 
-In order: the family's special tokens, `<think>` blocks and Markdown fences go; a repeat of what
-is already typed goes; one line only when the cursor is mid-line; continuation lines take the
+In order: the family's special tokens, `<think>` blocks and Markdown fences go; an answer that
+repeats Margin's own instructions, or a definition written for the top level inside a body, is
+no suggestion, and one is cut where it starts copying the file (core/completion/junk.py); a
+repeat of what is already typed goes; one line only when the cursor is mid-line; continuation lines take the
 file's indentation; the suggestion stops at the end of the block (where the file goes on at the
 top level or ends, at the end of the definition: the rest of a function being written), before a
 line the file already has next, and after `MAX_LINES`; its tail that the text after the cursor already holds goes;
 auto-closed characters after the cursor that the suggestion also closes are replaced, not
-doubled. Nothing useful left (empty, whitespace, or only what is already there): None."""
+doubled. Nothing useful left (empty, whitespace, or only what is already there): None, and
+`judge` says why (a `junk.Silence`)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from margin.core.completion import code_shape as shape
+from margin.core.completion import junk
 from margin.core.completion.code_shape import line_width, only_closers, width
+from margin.core.completion.markup import cut_at_tokens, strip_leading_tokens, strip_thinking, tokens_of
 from margin.core.llm import joined
 
 MAX_LINES = 16
@@ -31,20 +36,7 @@ CONTEXT_LINES = 400
 INDENT_LINES = 150
 """Lines of the prefix read to detect the file's indentation (enough, and read per request)."""
 
-END_TOKENS = ("<|endoftext|>", "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "<|eot_id|>",
-              "<|end_of_text|>", "<|end|>", "<|file_separator|>", "<EOT>", "<file_sep>",
-              "<｜end▁of▁sentence｜>")
-"""Tokens after which nothing the model wrote belongs to the middle."""
-KNOWN_TOKENS = END_TOKENS + (
-    "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|im_start|>",
-    "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>", "<repo_name>",
-    "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>")
-"""Special tokens stripped whatever the family; `[SUFFIX]`, `<PRE>` and the like can be code,
-so they count only when the context names them."""
-_END_LIKE = re.compile(r"endof|end_of|eot|eos\b|file_sep|fim_pad|im_end|</s>", re.IGNORECASE)
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _FENCE = re.compile(r"^[ \t]*```", re.MULTILINE)
-_LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
 _STATEMENT = re.compile(
     r"[ \t]*(?:(?:async )?def|class|import|from|fn|pub|func|function|export|const|let|var|type|struct|"
     r"impl|static|int|void|local|package|interface|enum|#include|#define)\b|@|\}")
@@ -65,6 +57,8 @@ class CompletionContext:
     """LSP language id: "python", "typescript", "rust", "go", "c", ..."""
     fim_tokens: tuple[str, ...] = ()
     """special tokens of the model family that must never reach the user"""
+    instructions: str = ""
+    """Margin's own instructions in the prompt (the chat route's): an answer repeating them is junk"""
 
 
 @dataclass(frozen=True)
@@ -105,25 +99,39 @@ class _Cursor:
 
 def clean(raw: str, context: CompletionContext) -> Suggestion | None:
     """The suggestion to show, or None when nothing useful is left (empty or whitespace-only)."""
+    made = judge(raw, context)
+    return made if isinstance(made, Suggestion) else None
+
+
+def judge(raw: str, context: CompletionContext) -> Suggestion | junk.Silence:
+    """The suggestion to show, or why nothing is (core/completion/junk.py)."""
     crlf = "\r\n" in context.prefix[-2000:] or "\r\n" in context.suffix[:2000]
     cursor = _cursor(context)
-    tokens = _tokens(context.fim_tokens)
+    tokens = tokens_of(context.fim_tokens)
     # A lone surrogate (half of a JSON escape pair) as U+FFFD: the editor is sent valid Unicode.
-    text = _strip_markup(joined([raw]).replace("\r\n", "\n"), tokens, cursor)
+    raw = joined([raw]).replace("\r\n", "\n")
+    text = _strip_markup(raw, tokens, cursor)
+    if junk.echoes_instructions(text, context.instructions, raw):
+        return junk.Silence("instructions")
     if not text or not text.strip():
-        return None
+        return junk.Silence("empty")
     lines = _drop_echo(text.split("\n"), cursor)
     if lines[0].lstrip().startswith("```"):  # the typed text again, then a fence: the code is inside
         lines = _strip_fences("\n".join(lines), cursor).split("\n")
+    if cursor.language == "python" and junk.misplaced(lines, cursor.typed):
+        return junk.Silence("misplaced")
+    lines = junk.before_file_copy(lines, cursor.typed, context.prefix, context.suffix)
+    if not any(line.strip() for line in lines):
+        return junk.Silence("file copy")
     lines = _fix_first_line(lines, cursor)
     if cursor.midline:
         lines = lines[:1]
     lines = shape.reindent(lines, cursor.typed, cursor.prev_line, cursor.language, cursor.style)
     lines = _limit_scope(lines, cursor)
     text = _trim_end("\n".join(lines), cursor)
-    text, replaces = _fit(_cut_at_tokens(text, tokens), cursor)
+    text, replaces = _fit(cut_at_tokens(text, tokens), cursor)
     if not text.strip() or text == cursor.rest[:replaces]:
-        return None
+        return junk.Silence("nothing new")
     return Suggestion(text.replace("\n", "\r\n") if crlf else text, replaces)
 
 
@@ -147,52 +155,6 @@ def _cursor(context: CompletionContext) -> _Cursor:
 
 # --- special tokens, <think>, fences ---------------------------------------------------------
 
-def _tokens(fim_tokens: tuple[str, ...]) -> list[str]:
-    named = {t.strip() for t in fim_tokens if t.strip()}
-    return sorted(named | set(KNOWN_TOKENS), key=len, reverse=True)
-
-
-def _is_end(token: str) -> bool:
-    return token in END_TOKENS or bool(_END_LIKE.search(token))
-
-
-def _strip_leading_tokens(text: str, tokens: list[str]) -> str:
-    """`text` without the special tokens it starts with; empty when one of them ends the text."""
-    while True:
-        body = text.lstrip()
-        token = next((t for t in tokens if body.startswith(t)), None)
-        if token is None:
-            return text
-        if _is_end(token):
-            return ""
-        text = body[len(token):]
-
-
-def _cut_at_tokens(text: str, tokens: list[str]) -> str:
-    """`text` up to its first special token: what follows one is not the middle."""
-    cut = min((i for t in tokens if (i := text.find(t)) >= 0), default=-1)
-    return text if cut < 0 else text[:cut]
-
-
-def _strip_thinking(text: str) -> str:
-    """`text` without `<think>` blocks. Nothing when a block opened at the start never closes;
-    everything before a `</think>` with no opening (the template opened it)."""
-    close = text.find(_THINK_CLOSE)
-    if close >= 0 and _THINK_OPEN not in text[:close]:
-        text = _LEADING_BLANK_LINES.sub("", text[close + len(_THINK_CLOSE):])
-    while text.lstrip().startswith(_THINK_OPEN):
-        body = text.lstrip()
-        close = body.find(_THINK_CLOSE)
-        if close < 0:
-            return ""
-        text = _LEADING_BLANK_LINES.sub("", body[close + len(_THINK_CLOSE):])
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL)
-    opened = text.find(_THINK_OPEN)
-    text = text if opened < 0 else text[:opened]
-    close = text.rfind(_THINK_CLOSE)  # one more close with no opening: what comes before it was thought too
-    return text if close < 0 else _LEADING_BLANK_LINES.sub("", text[close + len(_THINK_CLOSE):])
-
-
 def _strip_fences(text: str, cursor: _Cursor) -> str:
     """The code inside a Markdown fence an instruct model wrapped it in (a sentence ending in
     `:` before the fence goes too, at the start of a line); the text up to a closing fence.
@@ -213,9 +175,9 @@ def _strip_fences(text: str, cursor: _Cursor) -> str:
 
 
 def _strip_markup(raw: str, tokens: list[str], cursor: _Cursor) -> str:
-    text = _strip_leading_tokens(raw, tokens)
-    text = _strip_thinking(text)
-    text = _cut_at_tokens(_strip_leading_tokens(text, tokens), tokens)
+    text = strip_leading_tokens(raw, tokens)
+    text = strip_thinking(text)
+    text = cut_at_tokens(strip_leading_tokens(text, tokens), tokens)
     return _strip_fences(text, cursor)
 
 

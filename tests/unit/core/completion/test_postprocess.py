@@ -16,7 +16,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from margin.core.completion.postprocess import KNOWN_TOKENS, MAX_LINES, CompletionContext, Suggestion, clean
+from margin.core.completion import formats
+from margin.core.completion.junk import Silence
+from margin.core.completion.markup import KNOWN_TOKENS
+from margin.core.completion.postprocess import MAX_LINES, CompletionContext, Suggestion, clean, judge
 
 GOLDEN = Path(__file__).parent / "golden"
 RULES = {"plain", "tokens", "think", "fence", "echo", "overlap", "next_line", "auto_close",
@@ -47,9 +50,15 @@ def load_cases() -> list[dict]:
 CASES = load_cases()
 
 
+JUNK_RULES = {"instructions", "file_copy", "misplaced"}
+"""silence over junk (core/completion/junk.py): golden cases of their own (golden/junk.json)"""
+
+
 def context_of(case: dict) -> CompletionContext:
+    instructions = formats.fixed_text("chat", file_id="geo.py", language=case["language"]) \
+        if case.get("instructions") == "chat" else ""  # the chat route's own prompt text
     return CompletionContext(case["prefix"], case["suffix"], case["language"],
-                             tuple(case.get("fim_tokens", ())))
+                             tuple(case.get("fim_tokens", ())), instructions)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -65,10 +74,23 @@ def test_the_golden_set_is_large_and_covers_every_rule_in_four_languages():
     languages = Counter(c["language"] for c in CASES)
     assert {"python", "typescript", "rust", "go", "c"} <= set(languages), languages
     for case in CASES:
-        assert case["rules"] and set(case["rules"]) <= RULES, case["name"]
+        assert case["rules"] and set(case["rules"]) <= RULES | JUNK_RULES, case["name"]
     for language in ("python", "typescript", "rust", "go", "c"):
         covered = {r for c in CASES if c["language"] == language for r in c["rules"]}
         assert RULES - {"crlf", "cap"} <= covered, (language, RULES - covered)
+
+
+def test_each_junk_rule_has_golden_cases_silenced_and_kept_and_says_why():
+    junk_cases = [c for c in CASES if set(c["rules"]) & JUNK_RULES]
+    for rule in JUNK_RULES:
+        mine = [c for c in junk_cases if rule in c["rules"]]
+        assert any(c["expected"] is None for c in mine) and any(c["expected"] is not None for c in mine), rule
+    for case in junk_cases:
+        made = judge(case["raw"], context_of(case))
+        if case["expected"] is None:
+            assert made == Silence(case["silence"]), case["name"]
+        else:
+            assert made == case["expected"], case["name"]
 
 
 def test_the_golden_expectations_apply_cleanly():
