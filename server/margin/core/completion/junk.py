@@ -5,10 +5,10 @@ own instructions, or copy the file they were shown; a tool that is unsure says n
 - **instructions**: the answer repeats Margin's own prompt text — a run of `ECHO_WORDS` words of
   the instructions the model was sent, the hole's marker, or a chat template's turn header
   (`<|im_start|>user`) — so it is no suggestion;
-- **file copy**: from the line where the answer starts writing the file again (whitespace
-  normalised) — the two lines right above the cursor's line or right below it, or at the top
-  level a top-level definition the file has — it is cut; nothing is left when that is its first
-  line;
+- **file copy**: from the line where the answer starts writing one of the file's top-level
+  definitions again at the top level (its first line and the next, whitespace normalised), it
+  is cut; nothing is left when that is its first line (a repeat of the lines right above the
+  cursor, and of the text after it, already go by postprocess's rules);
 - **misplaced**: a definition written for column 0 (its body indented one level from there)
   where the cursor is inside an indented body: it cannot stand at the cursor, so it is dropped.
 
@@ -18,10 +18,11 @@ the evaluations."""
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 
-from margin.core.completion.code_shape import line_width, only_closers
+from margin.core.completion.code_shape import line_width
 
 ECHO_WORDS = 8
 """words in a row from the instructions that make an answer an echo of them (a docstring may
@@ -85,19 +86,19 @@ def _whole_lines(prefix: str, suffix: str) -> tuple[list[str], list[str]]:
 
 
 def before_file_copy(lines: list[str], typed: str, prefix: str, suffix: str) -> list[str]:
-    """`lines` up to the first that starts writing the file again (whitespace normalised): the
-    two lines right above the cursor's line or right below it, in a row; or, at the top level, a
-    top-level definition the file has (its first line and the next). Other repeats are kept:
-    real code repeats lines, and whole methods in two classes (httpx's `_build_auth_header`)."""
+    """`lines` up to the first that starts a copy of a top-level definition of the file, written
+    at the top level again: its first line and the next, as the file has them (whitespace
+    normalised). A repeat of the lines right above the cursor at the answer's start, and of the
+    text after the cursor at its end, go by postprocess's own rules; other repeats are kept, since
+    real code repeats lines (`state = "mixed"` / `break` twice in one function) and whole methods
+    (httpx's `_build_auth_header`, the same in two classes)."""
     above, below = _whole_lines(prefix, suffix)
-    near = {(normal(pair[0]), normal(pair[1])) for pair in (above[-2:], below[:2])
-            if len(pair) == 2 and not any(only_closers(line.strip()) for line in pair)}
-    top = {(normal(a), normal(b)) for a, b in zip(above + below, (above + below)[1:], strict=False)
+    known = above + below
+    top = {(normal(a), normal(b)) for a, b in itertools.pairwise(known)
            if not line_width(a) and _DEFINITION.match(a) and len(normal(a)) + len(normal(b)) >= RUN_CHARS}
     whole = [typed + lines[0] if lines else "", *lines[1:]]
     nonblank = [i for i, line in enumerate(whole) if line.strip()]
     for k, i in enumerate(nonblank[:-1]):
-        pair = (normal(whole[i]), normal(whole[nonblank[k + 1]]))
-        if pair in near or (pair in top and not line_width(whole[i])):
+        if not line_width(whole[i]) and (normal(whole[i]), normal(whole[nonblank[k + 1]])) in top:
             return lines[:i]
     return lines
