@@ -368,7 +368,8 @@ async def test_completion_on_gemma_falls_back_to_the_chat_route_within_the_windo
     """Gemma 3 has no FIM tokens: the one /infill probe is answered as not supported, then every
     completion is a chat request for the code in a fenced block, whose prompt plus output fits the
     window. A 270M model's suggestion may be poor; what is checked is the mechanism, and that
-    at least one of a few places gets a suggestion."""
+    a place gets no suggestion only when the model's answer was junk: Margin's own instructions
+    again, a definition from the top level, or nothing (#52: silence over junk)."""
     from tests.fakes.recording_proxy import RecordingProxy
 
     uri = "file:///ws/calc.py"
@@ -401,9 +402,14 @@ async def test_completion_on_gemma_falls_back_to_the_chat_route_within_the_windo
             assert item["insertText"].strip()
             if "range" in item:  # only when it replaces auto-closed characters after the cursor
                 assert item["range"]["start"] == {"line": line, "character": column}
-    assert any(answers), "no place got a suggestion"
+        if not items:  # silence only over junk (#52): the model's answer was Margin's prompt, or no code
+            said = content.strip().strip("`").strip()
+            assert (not said or HOLE_SYSTEM_START in content or content.lstrip().startswith("<")
+                    or said.split("\n")[0].lstrip().startswith(("def ", "class "))), content[:200]
 
 
+HOLE_SYSTEM_START = "The user's message shows the file being edited"
+"""the first words of the chat route's shipped instructions, which a 270M model often answers with"""
 TYPING_ENV = {"MARGIN_COMPLETION_MAX_OUTPUT_TOKENS": "32"}
 """Answers of at most 32 tokens: the 270M model often writes junk until maxOutputTokens, 128 of
 which take ~40 s on two loaded cores; the prompt (what is measured) is the same either way."""
