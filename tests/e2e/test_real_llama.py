@@ -455,6 +455,16 @@ STATS = ('"""Small statistics."""\n\n\ndef mean(values):\n    return sum(values)
 SCHEMA_WORDS = {"HoleAnswer", "hole_answer", "Completion", "completion", "title"}
 
 
+def complete_at(llama_server, path: Path, where: str) -> subprocess.CompletedProcess[str]:
+    """`margin complete PATH LINE:COL` against the real server: a suggestion, or none said why."""
+    run = subprocess.run([sys.executable, "-m", "margin.cli", "complete", str(path), where],
+                         capture_output=True, text=True, timeout=600,
+                         env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent",
+                                       MARGIN_COMPLETION_TIMEOUT_S="600"))
+    assert run.returncode == 0 or "margin: no suggestion" in run.stderr, run.stdout + run.stderr
+    return run
+
+
 def test_the_chat_route_never_answers_with_a_schema_word(llama_server, tmp_path_factory):
     """`margin complete` on a file ending in `return ` answered `HoleAnswer` three runs out of
     three while the prompt showed the schema's titles: the model copied the only name it saw."""
@@ -463,11 +473,7 @@ def test_the_chat_route_never_answers_with_a_schema_word(llama_server, tmp_path_
     line = STATS.count("\n") + 1
     answers = []
     for _ in range(3):
-        run = subprocess.run([sys.executable, "-m", "margin.cli", "complete", str(path), f"{line}:12"],
-                             capture_output=True, text=True, timeout=600,
-                             env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent",
-                                           MARGIN_COMPLETION_TIMEOUT_S="600"))
-        assert run.returncode == 0 or "margin: no suggestion" in run.stderr, run.stdout + run.stderr
+        run = complete_at(llama_server, path, f"{line}:12")
         answers.append(run.stdout.strip())
     print(answers)
     assert [a for a in answers if a.strip("`\"' ") in SCHEMA_WORDS] == []
@@ -503,11 +509,7 @@ def test_junk_is_silence_on_the_quick_starts_model(llama_server, tmp_path, name,
     instructions = formats.fixed_text("chat", file_id=name, language="python")
     file_lines = {junk.normal(x) for x in text.split("\n") if x.strip()}
     for _ in range(3):
-        run = subprocess.run([sys.executable, "-m", "margin.cli", "complete", str(path), f"{line}:4"],
-                             capture_output=True, text=True, timeout=600,
-                             env=clean_env(MARGIN_DEFAULTS_BASE_URL=llama_server.base_url, XDG_CONFIG_HOME="/nonexistent",
-                                           MARGIN_COMPLETION_TIMEOUT_S="600"))
-        assert run.returncode == 0 or "margin: no suggestion" in run.stderr, run.stdout + run.stderr
+        run = complete_at(llama_server, path, f"{line}:4")
         shown = run.stdout.strip("\n")
         if run.returncode != 0:
             assert "nothing useful" in run.stderr or "no suggestion" in run.stderr

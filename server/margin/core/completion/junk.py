@@ -92,11 +92,13 @@ def before_file_copy(lines: list[str], typed: str, prefix: str, suffix: str) -> 
     text after the cursor at its end, go by postprocess's own rules; other repeats are kept, since
     real code repeats lines (`state = "mixed"` / `break` twice in one function) and whole methods
     (httpx's `_build_auth_header`, the same in two classes)."""
+    whole = [typed + lines[0] if lines else "", *lines[1:]]
+    if not any(not line_width(line) and _DEFINITION.match(line) for line in whole):
+        return lines  # the file is read only for an answer that writes a top-level definition
     above, below = _whole_lines(prefix, suffix)
     known = above + below
     top = {(normal(a), normal(b)) for a, b in itertools.pairwise(known)
            if not line_width(a) and _DEFINITION.match(a) and len(normal(a)) + len(normal(b)) >= RUN_CHARS}
-    whole = [typed + lines[0] if lines else "", *lines[1:]]
     nonblank = [i for i, line in enumerate(whole) if line.strip()]
     for k, i in enumerate(nonblank[:-1]):
         if not line_width(whole[i]) and (normal(whole[i]), normal(whole[nonblank[k + 1]])) in top:
