@@ -71,6 +71,21 @@ async def test_a_stale_version_a_reversal_and_the_profile_off_are_silence(fake, 
     assert off["edits"] == [] and "Next-edit suggestions are off" in off["reason"]
 
 
+async def test_an_answer_that_repeats_the_instructions_is_silence(fake, tmp_path):
+    """Silence over junk (core/completion/junk.py) on the next-edit path: a fenced block whose
+    lines are the system prompt's own words is no suggestion, and the reason says so."""
+    echo = NEXT.replace("import math\n", "import math\n# Predict the edit the user will make next in that window\n")
+    fake.script(reply(f"```python\n{echo.rstrip()}\n```"), reply(f"```python\n{NEXT.rstrip()}\n```"))
+    async with start(fake, tmp_path) as client:
+        rename(client)
+        junk = await ask(client)
+        assert junk["edits"] == [] and junk["reason"] == "instructions", junk
+        change_doc(client, A, 7, ((0, 0, 0, 0), "\n"))  # a new text: asked again, a real answer
+        real = await request(client, "margin/nextEdit", {"textDocument": {"uri": A, "version": 7},
+                                                           "position": {"line": 4, "character": 15}})
+    assert real["edits"] and "reason" not in real, real
+
+
 @pytest.mark.llama
 @pytest.mark.timeout(900)
 async def test_the_whole_path_on_the_real_model(llama_server, tmp_path):

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from margin import logs
 from margin.core import budget
 from margin.core.budget import BudgetReport
+from margin.core.completion import junk
 from margin.core.fim import FimRequest
 from margin.core.llm import ChatMessage, ProviderError
 from margin.core.next_edit import formats
@@ -53,6 +54,12 @@ ANSWERS_KEPT = 32
 REPLACED = "a newer request for this document replaced it"
 Key = tuple[int, str, int]
 """what an answer is for: the document's version and fingerprint, and the cursor's line"""
+
+
+def instructions_of(route: Route, system: str) -> str:
+    """The fixed text of `route`'s prompt that an answer must not repeat (core.completion.junk):
+    the chat route's system prompt, Zeta's instruction; Sweep's format has none."""
+    return system if route == "chat" else formats.ZETA_INSTRUCTION if route == "zeta" else ""
 
 
 def route_for(model: str | None) -> Route:
@@ -221,6 +228,10 @@ class NextEditService:
                     self._answers.popitem(last=False)
         if answer is None:  # no whole fenced block (chat), no editable region (Zeta): prose, or cut off
             outcome.silence = "not a rewrite" if finished else "cut off"
+            return outcome
+        if junk.echoes_instructions(answer, instructions_of(route, system), allowed=file.text):
+            outcome.silence = "instructions"  # the model's answer repeats its own instructions
+            log.info("next edit uri=%s route=%s edits=0 silence=instructions", logs.name(uri), route)
             return outcome
         decision = decide(file.text, prompt.current, answer, edits[-1] if edits else None, finished)
         now = self.app.files.get(uri)

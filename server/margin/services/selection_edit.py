@@ -19,6 +19,7 @@ from typing import Literal
 
 from margin.core.assemble import PER_MESSAGE_OVERHEAD
 from margin.core.budget import BudgetReport, SystemPromptTooLarge, Window
+from margin.core.completion import junk
 from margin.core.editops import ApplyPlan, OffsetEdit, plan_apply
 from margin.core.llm import ProviderError
 from margin.core.selection_edit import (
@@ -201,6 +202,11 @@ class SelectionEditService:
                                 described_as="the selection-edit schema", smaller="select less code",
                                 retry="Try again.")
         fitted = fit_replacement(answer.replacement, region.shown, base.text)
+        own = "\n".join([edit.system, *(text for _, text in edit.optional_system)])
+        if junk.echoes_instructions(fitted, own, allowed=base.text + "\n" + instruction):
+            log.info("selection edit refused kind=%s chars_out=%d silence=instructions", request.kind, len(fitted))
+            raise SelectionEditError("The model answered with its own instructions, not code: nothing was "
+                                     "changed. Try again, or use a larger model for the edit profile.")
         if base.text[region.start:region.end] == fitted:
             raise SelectionEditError("The model proposed no change.")
 

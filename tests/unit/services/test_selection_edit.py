@@ -145,7 +145,10 @@ async def test_crlf_files_get_crlf_edits(service, provider):
      AnswerFailed, "Nothing was changed"),
     (reply(answer("def total(n):\n    return n + total(n - 1) if n else 0\n")), SelectionEditError,
      "proposed no change"),
-], ids=["prose", "schema", "cut-off", "http-500", "context-too-large", "malformed", "no-change"])
+    (reply(answer("# You are Margin, a programming assistant that rewrites code inside the user's editor.\n"
+                  "def total(n):\n    return sum(range(n + 1))\n")), SelectionEditError,
+     "answered with its own instructions"),
+], ids=["prose", "schema", "cut-off", "http-500", "context-too-large", "malformed", "no-change", "echo"])
 async def test_every_failure_is_a_message_and_no_edit(service, provider, step, error, message):
     provider.script(step)
     with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(")", r"\)")) as failed:
@@ -153,6 +156,16 @@ async def test_every_failure_is_a_message_and_no_edit(service, provider, step, e
     assert type(failed.value) is error
     assert len(provider.requests) == 1
     assert service.app.files.get(A).text == TEXT
+
+
+async def test_a_comment_that_shares_words_with_the_instructions_is_code_when_the_file_has_them(service, provider):
+    """The echo rule counts only runs of words the file does not already hold (junk.py): code that
+    keeps a comment of the file, or quotes the user's own instruction, is an edit."""
+    shared = "# rewrites code inside the user's editor, doing exactly what the instruction asks\n"
+    service.app.files.change(A, 2, [TextChange(shared + TEXT)])
+    provider.script(reply(answer(shared + "def total(n):\n    return sum(range(n + 1))\n")))
+    outcome = await service.propose(request(range_=Range(Position(0, 0), Position(6, 0))))
+    assert "return sum(range(n + 1))" in result_text(service, outcome)
 
 
 async def test_a_document_changed_after_the_offer_is_refused_before_any_model_call(service, provider):

@@ -4,7 +4,9 @@ own instructions, or copy the file they were shown; a tool that is unsure says n
 
 - **instructions**: the answer repeats Margin's own prompt text — a run of `ECHO_WORDS` words of
   the instructions the model was sent, the hole's marker, or a chat template's turn header
-  (`<|im_start|>user`) — so it is no suggestion;
+  (`<|im_start|>user`) — so it is no suggestion; the next-edit and selection-edit answers go by
+  the same rule with their own instructions, the code they rewrite allowed (services/next_edit.py,
+  services/selection_edit.py);
 - **file copy**: from the line where the answer starts writing one of the file's top-level
   definitions again at the top level (its first line and the next, whitespace normalised), it
   is cut; nothing is left when that is its first line (a repeat of the lines right above the
@@ -55,16 +57,21 @@ def _grams(instructions: str) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1))
 
 
-def echoes_instructions(text: str, instructions: str, raw: str = "") -> bool:
+def echoes_instructions(text: str, instructions: str, raw: str = "", allowed: str = "") -> bool:
     """The answer holds the hole's marker, or `ECHO_WORDS` words in a row of `instructions`, or
-    (`raw`, before its markup was taken off) starts with a chat template's turn header."""
-    if any(marker in text for marker in MARKERS) or _TURN.match(raw):
+    (`raw`, before its markup was taken off) starts with a chat template's turn header. A marker
+    or a run of words that `allowed` holds too (the code a rewrite is of) does not count."""
+    if any(marker in text and marker not in allowed for marker in MARKERS) or _TURN.match(raw):
         return True
     if not instructions:
         return False
     grams = _grams(instructions)
     words = _WORD.findall(text.lower())
-    return any(tuple(words[i:i + ECHO_WORDS]) in grams for i in range(len(words) - ECHO_WORDS + 1))
+    echoed = {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)} & grams
+    if echoed and allowed:
+        own = _WORD.findall(allowed.lower())
+        echoed -= {tuple(own[i:i + ECHO_WORDS]) for i in range(len(own) - ECHO_WORDS + 1)}
+    return bool(echoed)
 
 
 def misplaced(lines: list[str], typed: str) -> bool:
