@@ -151,7 +151,7 @@ def _shown(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return f"`{value}`"
-    if isinstance(value, (list, tuple)) and not value:
+    if isinstance(value, (list, tuple, dict)) and not value:
         return "none"
     if isinstance(value, (list, tuple)):
         return ", ".join(item["title"] if isinstance(item, dict) else _shown(item) for item in value)

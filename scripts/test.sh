@@ -22,6 +22,7 @@ step "set-up" bash scripts/setup.sh --test
 step "the model server" bash -c 'bash scripts/install-model-server.sh >/dev/null'
 step "VS Code's tools" bash -c 'bash scripts/install-vscode-tools.sh >/dev/null'
 step "ACP's client" bash -c 'bash scripts/install-acp-tools.sh >/dev/null'
+step "MCP servers" bash -c 'bash scripts/install-mcp-tools.sh >/dev/null'
 step "Emacs" bash -c 'bash scripts/install-emacs.sh >/dev/null'
 step "the sandbox" bash -c 'bash scripts/install-sandbox.sh >/dev/null'
 step "the VS Code extension" bash -c 'bash scripts/build-vscode-extension.sh >/dev/null'

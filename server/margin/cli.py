@@ -27,6 +27,7 @@ from margin import (
     cli_app,
     cli_eval,
     cli_explain,
+    cli_mcp,
     cli_memories,
     cli_next_edit,
     logs,
@@ -342,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_next_edit.add_commands(commands)
     cli_agent.add_commands(commands)
     cli_acp.add_commands(commands)
+    cli_mcp.add_commands(commands)
     return parser
 
 

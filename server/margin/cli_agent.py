@@ -54,6 +54,8 @@ class TerminalDoor:
                 return ANSWERS[answer.strip().lower()]
 
     async def confirm(self, asked: Confirm) -> Decision:
+        if asked.message is not None:
+            return await self._ask(asked.message)
         return await self._ask(f"The agent asks to run, in the sandbox: {asked.command or ''}")
 
     async def apply(self, edit: ProposedEdit, ask: bool) -> EditAnswer:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from margin import deferred
 from margin.core.workspace_access import WorkspaceAccess
+from margin.services import app as app_module
 from margin.services.app import MarginApp
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from margin.adapters.sqlite_store import SQLiteThreadStore
     from margin.core.agent.ports import Ran
     from margin.core.local_servers import FoundServer
+    from margin.core.mcp.ports import McpSession
+    from margin.core.mcp.spec import McpServer
     from margin.core.tokens.choice import TokenizerChoice
 
 with deferred.imports():
@@ -92,8 +95,26 @@ class _Hands:
         return await agent_run.LocalHands().write(path, base, text)
 
 
+class _McpConnector:
+    """The MCP client (adapters.mcp_client, on the optional `mcp` SDK), imported on first use."""
+
+    async def connect(self, name: str, server: McpServer, command: str | None, timeout_s: float) -> McpSession:
+        from margin.adapters import mcp_client
+
+        return await mcp_client.SdkConnector().connect(name, server, command, timeout_s)
+
+
+def mcp_missing() -> str | None:
+    """None when the `mcp` extra is installed; else what to install."""
+    import importlib.util
+
+    return None if importlib.util.find_spec("mcp") is not None else app_module.MCP_EXTRA
+
+
 def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
     app = MarginApp.create(make_provider, make_server_counter, make_store,
                            os.environ if environ is None else environ, LOCAL_WORKSPACE)
     app.hands = _Hands()
+    app.mcp_connector = _McpConnector()
+    app.mcp_missing = mcp_missing
     return app

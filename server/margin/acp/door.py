@@ -178,6 +178,9 @@ class AcpDoor:
         return "accept" if decision == "always" and self.session.approvals == "ask" else decision
 
     async def confirm(self, asked: Confirm) -> Decision:
+        if asked.message is not None:
+            return await self._permission(asked.tool, asked.args or {}, asked.summary,
+                                          [tool_content(text_block(asked.message))], None)
         command = asked.command or ""
         return await self._permission("run", {"command": command}, f"Run in the sandbox: {command}",
                                       [tool_content(text_block(f"$ {command}"))], None)

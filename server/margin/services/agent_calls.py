@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
 import shlex
 from collections.abc import Awaitable
@@ -16,27 +17,32 @@ from urllib.parse import unquote
 
 from margin.core.agent import steps as agent_steps
 from margin.core.agent import tools as agent_tools
-from margin.core.agent.actions import Call
+from margin.core.agent.actions import Call, check_args
 from margin.core.agent.edits import Applied, Refused, fingerprint
 from margin.core.agent.ports import Hands
 from margin.services.agent_turn import Confirm, EditAnswer, ProposedEdit, Turn
 from margin.services.app import MarginApp
+from margin.services.mcp import McpHub
 from margin.services.retrieval import Retrieval
 
 log = logging.getLogger(__name__)
 
 
 class AgentCalls:
-    def __init__(self, app: MarginApp, retrieval: Retrieval | None, hands: Hands | None) -> None:
+    def __init__(self, app: MarginApp, retrieval: Retrieval | None, hands: Hands | None,
+                 mcp: McpHub | None = None) -> None:
         self.app = app
         self.retrieval = retrieval
         self.hands = hands
+        self.mcp = mcp
         self.diagnostics: dict[str, list[dict[str, Any]]] = {}
         """the problems the editor reports, by document URI (margin/diagnostics)"""
 
     async def call(self, turn: Turn, call: Call, number: int) -> tuple[str, str, bool]:
         """Run one call: (status, what the model is shown, whether a file changed)."""
         name, args = call.tool.name, call.args
+        if call.tool.effect == "calls":
+            return await self._mcp(turn, call)
         try:
             files = turn.door.files
             if files is not None and name in ("read", "edit"):  # the client's text, not the disk's
@@ -70,6 +76,46 @@ class AgentCalls:
         except OSError as error:
             return "failed", f"{name} failed: {error.strerror or type(error).__name__}.", False
         return "failed", f"There is no tool {name!r}.", False
+
+    async def _mcp(self, turn: Turn, call: Call) -> tuple[str, str, bool]:
+        """One of the person's MCP tools, or the `mcp` meta-tool (search, describe, call)."""
+        hub, tool, args = self.mcp, call.tool, call.args
+        if hub is None:
+            return "failed", "MCP tools are not available here.", False
+        if tool.server == "":  # the meta-tool
+            action = str(args.get("action", "")).strip().lower()
+            tools = list(turn.mcp_tools.values())
+            if action == "search":
+                return "done", hub.search(tools, str(args.get("query", ""))), False
+            target = turn.mcp_tools.get(str(args.get("tool", "")).strip())
+            if action not in ("describe", "call"):
+                return "failed", "mcp's action is search, describe or call.", False
+            if target is None:
+                return "failed", f"There is no MCP tool {args.get('tool', '')!r}: search for one first.", False
+            if action == "describe":
+                return "done", hub.describe(target), False
+            try:
+                given = json.loads(str(args.get("arguments") or "{}"))
+            except ValueError:
+                return "failed", f"mcp's arguments are a JSON object for {target.name}, as its description shows.", False
+            taken, problem = check_args(target, given)
+            if problem is not None:
+                return "failed", problem, False
+            tool, args = target, taken
+        if not hub.auto_approved(tool) and turn.approvals.needs_asking(tool, args):
+            shown = json.dumps(args, ensure_ascii=False)
+            shown = shown if len(shown) <= 600 else shown[:600] + " …"
+            asked = Confirm("mcp", f"call {tool.name}", message=(
+                f"Margin's agent asks to call the MCP tool {tool.remote!r} of the server {tool.server!r} "
+                f"(it runs outside the sandbox) with {shown}"), args={"tool": tool.name, "arguments": args})
+            decision = await self._within_deadline(turn, turn.door.confirm(asked), "expired")
+            if decision == "always":
+                turn.approvals.approve_always(tool, args)
+            elif decision != "accept":
+                why = "The person did not answer in time" if decision == "expired" else "The person declined it"
+                return "refused", f"{why}: {tool.name} was not called. Do something else, or finish.", False
+        status, shown = await hub.call(tool, args)
+        return status, shown, False
 
     async def _diagnostics(self, turn: Turn, path: str) -> tuple[str, str, bool]:
         """The problems the editor reports in the file now — marked `new` when they were not

@@ -38,12 +38,16 @@ def format(turn: Turn) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {"name": "action", "schema": agent_tools.action_schema(turn.tools)}}
 
 
-async def tools_tokens(turn: Turn) -> int:
+async def tools_tokens(turn: Turn, offered: tuple[agent_tools.Tool, ...] | None = None) -> int:
+    """What offering `offered` (the turn's tools) costs in every step's prompt, exactly."""
     counter = turn.profile.counter
+    offered = turn.tools if offered is None else offered
     if turn.protocol == "native":
-        return await counter.count_chat([], tools(turn)) - await counter.count_chat([])
-    described = (await counter.count_texts([agent_tools.described(turn.tools, fenced=turn.protocol == "text")]))[0]
-    return described + await schema_tokens(turn)
+        return await counter.count_chat([], agent_tools.native(offered)) - await counter.count_chat([])
+    described = (await counter.count_texts([agent_tools.described(offered, fenced=turn.protocol == "text")]))[0]
+    if turn.protocol != "json" or turn.grammar:
+        return described
+    return described + (await counter.count_texts([json.dumps(agent_tools.action_schema(offered))]))[0]
 
 
 async def schema_tokens(turn: Turn) -> int:
@@ -86,8 +90,10 @@ async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
         dropped = [Dropped(p, "shown as its pointer") for p in agent_steps.shown_pointers(turn.entries, shape)]
         dropped += [Dropped(f"step {s.number}", "left out to fit") for s in steps[:shape.left_out]]
     shown = len(steps) - (shape.left_out if shape is not None else 0)
+    mcp = [t for t in turn.tools if t.effect == "calls"]
     sections = (SectionReport("system", system_tokens, 1, ()),
-                SectionReport("tools", out.tools_tokens, len(turn.tools), ()),
+                SectionReport("tools", out.tools_tokens - out.mcp_tokens, len(turn.tools) - len(mcp), ()),
+                *((SectionReport("mcp tools", out.mcp_tokens, len(mcp), ()),) if mcp else ()),
                 SectionReport("steps", max(0, counted - system_tokens - out.tools_tokens - task_tokens), shown,
                               tuple(dropped)),
                 SectionReport("task", task_tokens, 1, ()))

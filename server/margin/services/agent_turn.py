@@ -60,13 +60,18 @@ class ProposedEdit:
 
 @dataclass(frozen=True)
 class Confirm:
-    """What the person is asked: an edit (with its diff) or a command."""
+    """What the person is asked: an edit (with its diff), a command, or (`message`) an MCP tool's
+    call or an MCP server's first start."""
 
     tool: str
     summary: str
     """one line: `edit src/a.py (lines 3-5)`, `run pytest -q`"""
     edit: ProposedEdit | None = None
     command: str | None = None
+    message: str | None = None
+    """the whole question, for what is neither an edit nor a command"""
+    args: dict[str, Any] | None = None
+    """what an "always" approves, for `message` questions (ACP's reject-always remembers it)"""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ class AgentOutcome:
     """the prompt's limit: the served window less the reply's reserve and the margin"""
     tools_tokens: int = 0
     """what offering the tools costs, counted in every step's prompt"""
+    mcp_tokens: int = 0
+    """of which the MCP tools' (or the `mcp` meta-tool's, when they would take too much)"""
     described: int = 0
     """answers that described a call instead of making one"""
     budget: BudgetReport | None = None
@@ -172,6 +179,8 @@ class Turn:
     """what to do about a window the server will not exceed (said with an over-budget stop)"""
     grammar: bool = False
     """the server holds an answer to a JSON schema by a grammar, outside the prompt (llama.cpp, vLLM)"""
+    mcp_tools: dict[str, Tool] = field(default_factory=dict)
+    """the person's MCP tools this turn may call, by name (offered themselves, or through `mcp`)"""
 
 
 @dataclass(frozen=True)

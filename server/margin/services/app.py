@@ -24,6 +24,7 @@ from margin.services.workspace import Workspace
 
 if TYPE_CHECKING:
     from margin.core.agent.ports import Hands
+    from margin.core.mcp.ports import McpConnector, MissingExtra
     from margin.core.prompts import Templates
     from margin.core.settings_state import SettingsState
     from margin.core.threads import FileContextRepository, ThreadStore
@@ -44,6 +45,10 @@ with deferred.imports():
     from margin.services import tokenizers as tokenizers_module
 
 log = logging.getLogger(__name__)
+
+MCP_EXTRA = ("MCP servers need Margin's MCP client, an optional extra: install margin-lsp[mcp] "
+             "(pip install 'margin-lsp[mcp]', or uv tool install 'margin-lsp[mcp]')")
+MCP_APPROVALS = "mcp-approvals.json"
 
 
 def _message_file_contexts(store: ThreadStore) -> FileContextRepository:
@@ -79,6 +84,12 @@ class MarginApp:
     _findings: ProbeFindings | None = None
     hands: Hands | None = None
     """what the agent does outside Margin: run a command in the sandbox, write a file (None: neither)"""
+    mcp_connector: McpConnector | None = None
+    """the MCP client (adapters.mcp_client; None: none here)"""
+    mcp_missing: MissingExtra = lambda: MCP_EXTRA
+    closers: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    """what else ends with the app (the MCP servers it started)"""
+    """None when the MCP client can run; else what to install"""
     settings_path: str | None = None
     """the user settings file named on the command line (`margin --settings FILE`); else
     $MARGIN_SETTINGS or the default place (margin.services.settings_file)"""
@@ -123,6 +134,10 @@ class MarginApp:
         if self.settings.current.globals.show_requests:
             self.show_text(f"Margin request ({profile} profile): POST {url}\n"
                            f"{json.dumps(body, ensure_ascii=False, indent=2)}")
+
+    def mcp_approvals_path(self) -> Path:
+        """The person's MCP approvals, beside the thread database (services.mcp_approvals)."""
+        return self.database_path().with_name(MCP_APPROVALS)
 
     def database_path(self) -> Path:
         """Where the thread database is, by the user-only `database` setting."""
@@ -183,6 +198,8 @@ class MarginApp:
         return task
 
     async def aclose(self) -> None:
+        for close in reversed(self.closers):
+            await close()
         for task in list(self.background):
             task.cancel()
         if self.background:

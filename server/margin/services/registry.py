@@ -11,6 +11,7 @@ from margin.services.chat import ChatService
 from margin.services.completion import CompletionService
 from margin.services.editops import EditOpsService
 from margin.services.instructions import InstructionFiles
+from margin.services.mcp import McpHub
 from margin.services.memories import MemoriesService
 from margin.services.next_edit import NextEditService
 from margin.services.retrieval import Retrieval
@@ -31,6 +32,7 @@ class Services:
     retrieval: Retrieval
     next_edit: NextEditService
     agent: AgentService
+    mcp: McpHub
 
     @classmethod
     def over(cls, app: MarginApp) -> Services:
@@ -38,6 +40,8 @@ class Services:
         instructions = InstructionFiles(app)
         chat = ChatService(app, threads, summaries=Summaries(app, threads), instructions=instructions,
                            memories=memories, retrieval=retrieval)
+        mcp = McpHub(app, app.mcp_connector, app.mcp_missing, app.mcp_approvals_path)
+        app.closers.append(mcp.stop)
         return cls(app, threads, chat, EditOpsService(chat), SelectionEditService(app, instructions),
                    CompletionService(app), memories, retrieval, NextEditService(app, EditHistories()),
-                   AgentService(app, threads, chat.guard, retrieval, app.hands))
+                   AgentService(app, threads, chat.guard, retrieval, app.hands, mcp), mcp)

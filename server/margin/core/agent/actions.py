@@ -146,6 +146,8 @@ def check_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
     takes = ", ".join(tool.properties)
     if not isinstance(args, dict):
         return {}, f"The arguments of {tool.name} are a JSON object: {{{takes}}}."
+    if tool.schema is not None:
+        return _check_external(tool, args)
     unknown = [name for name in args if name not in tool.properties]
     if unknown:
         return {}, f"{tool.name} takes {takes}, not {', '.join(map(repr, unknown))}."
@@ -170,6 +172,39 @@ def check_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
 
 
 _BAD = object()
+_KINDS: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+                                       "array": (list,), "object": (dict,)}
+
+
+def _check_external(tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """An MCP tool's arguments against its own schema's top level: the names it takes (when it
+    takes no others), the required ones, and each value's type (a number or a yes/no written as
+    text is taken as one). Deeper checks are the server's: it answers a bad call with an error."""
+    schema = tool.schema or {}
+    takes = ", ".join(tool.properties) or "no arguments"
+    unknown = [name for name in args if name not in tool.properties]
+    if unknown and schema.get("additionalProperties") is False:
+        return {}, f"{tool.name} takes {takes}, not {', '.join(map(repr, unknown))}."
+    missing = [name for name in tool.required if name not in args]
+    if missing:
+        return {}, f"{tool.name} needs {', '.join(map(repr, missing))}."
+    taken: dict[str, Any] = {}
+    for name, value in args.items():
+        spec = tool.properties.get(name)
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if isinstance(kind, str) and kind in _KINDS:
+            if isinstance(value, str) and kind in ("integer", "number"):
+                try:
+                    value = int(value.strip()) if kind == "integer" else float(value.strip())
+                except ValueError:
+                    pass
+            elif isinstance(value, str) and kind == "boolean" and value.strip().lower() in ("true", "false"):
+                value = value.strip().lower() == "true"
+            fits = isinstance(value, _KINDS[kind]) and (kind == "boolean" or not isinstance(value, bool))
+            if not fits:
+                return {}, f"{tool.name}'s {name} is {'an' if kind[0] in 'aio' else 'a'} {kind}, not {json.dumps(value)[:40]}."
+        taken[name] = value
+    return taken, None
 
 
 def _json(text: str) -> Any:

@@ -17,9 +17,10 @@ from typing import Any, Literal
 MAX_LINE = 1_000_000
 """the largest line number an action may name"""
 
-Effect = Literal["reads", "changes", "runs", "ends"]
+Effect = Literal["reads", "changes", "runs", "calls", "ends"]
 """what a call does: reads (nothing to confirm), changes a file or runs a program (confirmed
-first), or ends the turn"""
+first), calls one of the person's MCP tools (confirmed first, unless they opted in for tools
+their server marks read-only and closed-world), or ends the turn"""
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,22 @@ class Tool:
     """each argument's JSON schema (a string or an integer, with one line saying what it is)"""
     required: tuple[str, ...]
     effect: Effect
+    schema: dict[str, Any] | None = None
+    """an MCP tool's input schema, as its server lists it (None: one of Margin's own tools)"""
+    server: str = ""
+    """the MCP server it comes from"""
+    remote: str = ""
+    """its name on that server (`name` is `server__remote`)"""
 
     def parameters(self, *, closed: bool = False) -> dict[str, Any]:
         """The arguments' JSON schema; `closed`: for a schema the server holds the answer to (a
         grammar): no other property, and whole numbers bounded — unbounded, a small model under
         a grammar writes digits until its output limit. Offered as a native tool the model is
         told the properties, and actions.py names an unknown one or a number out of range."""
+        if self.schema is not None:  # an MCP tool: its own schema; under a grammar, only what grammars handle
+            if closed and any(key in json.dumps(self.schema) for key in _HARD_FOR_GRAMMARS):
+                return {"type": "object"}  # actions.check_args checks the rest
+            return self.schema
         if not closed:
             return {"type": "object", "properties": self.properties, "required": list(self.required)}
         bounded = {name: {**spec, "minimum": 1, "maximum": MAX_LINE} if spec["type"] == "integer" else spec
@@ -47,6 +58,10 @@ class Tool:
         """As a chat request's `tools` entry."""
         return {"type": "function",
                 "function": {"name": self.name, "description": self.description, "parameters": self.parameters()}}
+
+
+_HARD_FOR_GRAMMARS = ('"$ref"', '"$defs"', '"anyOf"', '"oneOf"', '"allOf"', '"pattern"', '"format"', '"not"')
+"""schema keywords a server's schema-to-grammar conversion may not take (llama.cpp's takes a subset)"""
 
 
 def _text(what: str) -> dict[str, Any]:
@@ -119,7 +134,8 @@ def described(tools: Sequence[Tool] = TOOLS, *, fenced: bool = True) -> str:
 
 
 def _example(spec: dict[str, Any]) -> str:
-    return "1" if spec["type"] == "integer" else '"…"'
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    return {"integer": "1", "number": "1", "boolean": "true", "array": "[…]", "object": "{…}"}.get(str(kind), '"…"')
 
 
 def canonical(args: dict[str, Any]) -> str:

@@ -65,6 +65,8 @@ class LspDoor:
         return "accept" if title == ACCEPT else "always" if title == ALWAYS else "reject"
 
     async def confirm(self, asked: agent_service.Confirm) -> agent_service.Decision:
+        if asked.message is not None:
+            return await self._ask(asked.message)
         if asked.command is not None:
             return await self._ask(f"Margin's agent asks to run, in the sandbox: {asked.command}")
         assert asked.edit is not None
