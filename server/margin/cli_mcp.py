@@ -18,6 +18,7 @@ async def _list(args: argparse.Namespace) -> int:
     async with running_app(args) as (app, _):
         services, _ = open_services(app, [])
         hub = services.mcp
+        await hub.offered(None)  # the approved ones started, to list their tools; nothing unapproved runs
         status = hub.status([Path.cwd()])
         if not status["servers"]:
             print("no MCP servers: add them to mcpServers in your settings (docs/mcp.md)")

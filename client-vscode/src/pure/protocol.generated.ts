@@ -458,6 +458,29 @@ export interface InlineCompletionRequestParams {
   context?: InlineCompletionContext;
 }
 
+export interface McpIgnored {
+  /** a file in a workspace folder that names MCP servers for other tools (`.mcp.json`, ...) */
+  file: string;
+  /** the names it gives: never run by Margin */
+  servers: string[];
+}
+
+export interface McpServerStatus {
+  name: string;
+  /** `settings` (mcpServers), or `client` (an ACP client's session) */
+  origin: string;
+  /** stdio (a command) or http (a URL) */
+  transport: string;
+  /** off, needs approval, approved, refused, starting, running, failed, needs the extra */
+  state: string;
+  /** why, in words: what changed since approved, why it failed, what to install */
+  detail: string;
+  /** tools offered to the agent */
+  tools: number;
+  /** tools that changed or appeared since approved: not offered until approved again */
+  withheld: string[];
+}
+
 export interface MemoriesParams {
   textDocument?: Document | null;
 }
@@ -713,6 +736,10 @@ export interface StatusResult {
   background: string[];
   /** each workspace folder's retrieval index, as far as it is built */
   indexes: IndexStatus[];
+  /** each MCP server the person configured, and its state (docs/mcp.md) */
+  mcpServers: McpServerStatus[];
+  /** files of the workspace that name MCP servers Margin does not run */
+  mcpIgnored: McpIgnored[];
 }
 
 export interface Thread {

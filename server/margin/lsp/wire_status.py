@@ -49,6 +49,29 @@ class IndexStatusModel(_Wire):
                    files_reused=progress.reused, files_expected=progress.expected)
 
 
+class McpServerStatusModel(_Wire):
+    name: str
+    origin: str
+    """`settings` (mcpServers), or `client` (an ACP client's session)"""
+    transport: str
+    """stdio (a command) or http (a URL)"""
+    state: str
+    """off, needs approval, approved, refused, starting, running, failed, needs the extra"""
+    detail: str
+    """why, in words: what changed since approved, why it failed, what to install"""
+    tools: int
+    """tools offered to the agent"""
+    withheld: list[str]
+    """tools that changed or appeared since approved: not offered until approved again"""
+
+
+class McpIgnoredModel(_Wire):
+    file: str
+    """a file in a workspace folder that names MCP servers for other tools (`.mcp.json`, ...)"""
+    servers: list[str]
+    """the names it gives: never run by Margin"""
+
+
 class StatusResult(_Wire):
     version: str
     """Margin's version"""
@@ -62,3 +85,7 @@ class StatusResult(_Wire):
     """work running after its request was answered, e.g. `summary <threadId>`"""
     indexes: list[IndexStatusModel]
     """each workspace folder's retrieval index, as far as it is built"""
+    mcp_servers: list[McpServerStatusModel]
+    """each MCP server the person configured, and its state (docs/mcp.md)"""
+    mcp_ignored: list[McpIgnoredModel]
+    """files of the workspace that name MCP servers Margin does not run"""

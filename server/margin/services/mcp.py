@@ -259,12 +259,11 @@ class McpHub:
             return "failed", (f"The MCP server {tool.server!r} failed during {tool.name}: {fault}. It is started again "
                               "at the next turn; do something else now.")
         text = answer.text
-        note = ""
-        if len(text) > MAX_RESULT_CHARS:
-            text = text[:MAX_RESULT_CHARS]
-            note = f"\n(cut: the server answered {answer.size:,} characters; the first {MAX_RESULT_CHARS:,} are kept)"
+        if len(text) > MAX_RESULT_CHARS:  # said first: the agent cuts a long result's end to fit the window
+            text = (f"(cut: the server answered {answer.size:,} characters; the first {MAX_RESULT_CHARS:,} are kept)\n"
+                    + text[:MAX_RESULT_CHARS])
         log.info("mcp call server=%s tool=%s chars=%d error=%s", tool.server, tool.remote, answer.size, answer.is_error)
-        return ("failed" if answer.is_error else "done"), envelope(tool, text + note, answer.is_error)
+        return ("failed" if answer.is_error else "done"), envelope(tool, text, answer.is_error)
 
     async def stop(self) -> None:
         for state in list(self.states.values()):

@@ -18,6 +18,8 @@ with deferred.imports():
 async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
     request = parse_params(STATUS.params_model(), params, STATUS.name)
     app = ls.app
+    roots = [ls.app.workspace.root_of(folder) for folder in ls.app.workspace.folders()]
+    mcp = ls.services.mcp.status([root for root in roots if root is not None])
     reports = await diagnosis.diagnose(app.settings.current, app.backends, app.tokenizers,
                                        fresh=request.refresh, routes=app.completion_routes)
     return wire_status.StatusResult(version=__version__, position_encoding=app.files.encoding.value,
@@ -25,7 +27,9 @@ async def status(ls: MarginLanguageServer, params: Any) -> dict[str, Any]:
                                     files=[wire_status.FileStatusModel.of(file) for file in app.files.files()],
                                     background=sorted(task.get_name() for task in app.background),
                                     indexes=[wire_status.IndexStatusModel.of_folder(folder, progress)
-                                             for folder, progress in ls.services.retrieval.progress().items()]
+                                             for folder, progress in ls.services.retrieval.progress().items()],
+                                    mcp_servers=[wire_status.McpServerStatusModel(**s) for s in mcp["servers"]],
+                                    mcp_ignored=[wire_status.McpIgnoredModel(**i) for i in mcp["ignored"]],
                                     ).dump()
 
 
