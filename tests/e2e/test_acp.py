@@ -2,7 +2,7 @@
 JetBrains drive an agent: sessions that are Margin's agent threads, a turn whose every step is a
 session/update, permissions with the four option kinds (granted, rejected, never answered →
 the deadline), files through the client's buffers when it holds them, cancel in the middle of a
-model call, MCP servers refused by name, and next edits over nes/*."""
+model call, the client's MCP servers (run once permitted, SSE named), and next edits over nes/*."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from tests.fakes.fake_openai import FakeBackend, hang, reply
 from tests.unit.test_cli import cli_env
 
 CALC = "def add(a, b):\n    return a - b\n"
+FAKE_MCP_SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py")
 FIXED = "def add(a, b):\n    return a + b\n"
 pytestmark = pytest.mark.timeout(180)
 
@@ -247,21 +248,33 @@ async def test_cancel_aborts_the_model_call_and_the_prompt_answers_cancelled(fak
         assert other.updates("agent_message_chunk")[-1].content.text == "went on"
 
 
-async def test_mcp_servers_are_not_run_and_said_so_by_name_and_bad_input_is_named(fake, tmp_path):
+async def test_the_clients_mcp_servers_run_once_permitted_and_those_that_cannot_are_named(fake, tmp_path):
+    """session/new's mcpServers are the agent's tools (#50): each asked about through
+    session/request_permission before it first runs (a refused one never runs), its tool called
+    with permission; an SSE server (a transport Margin does not speak) is named, never dropped
+    silently. Bad input is named too."""
     root = project(tmp_path)
-    client = Client()
+    client = Client(answers=["allow_once", "reject_once", "allow_once"])
     async with start(client, root, environ(fake, tmp_path)) as (conn, _process):
         await initialized(conn)
-        from acp.schema import McpServerStdio
+        from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
         marker = tmp_path / "started"
-        servers = [McpServerStdio(name="files-server", command="touch", args=[str(marker)], env=[])]
+        servers = [McpServerStdio(name="fake tools", command=sys.executable, args=[FAKE_MCP_SERVER],
+                                  env=[EnvVariable(name="FAKE_MCP_VARIANT", value="acp")]),
+                   McpServerStdio(name="toucher", command="touch", args=[str(marker)], env=[]),
+                   SseMcpServer(name="old-sse", url="http://127.0.0.1:9/sse", headers=[], type="sse")]
         with_servers = await conn.new_session(cwd=str(root), mcp_servers=servers)
-        assert with_servers.field_meta == {"margin": {"mcpServersNotStarted": ["files-server"]}}
-        fake.script(reply(action("finish", answer="ok")))
+        assert with_servers.field_meta == {"margin": {"mcpServersNotStarted": [
+            "old-sse (SSE, which Margin does not speak: give it a Streamable HTTP URL)"]}}
+        fake.script(reply(action("fake-tools__echo", text="said through acp")), reply(action("finish", answer="ok")))
         await conn.prompt(session_id=with_servers.session_id, prompt=[text_block("hello")])
+        asked = [what["tool_call"].title for kind, what in client.seen if kind == "permission"]
+        assert asked == ["start MCP server fake-tools", "start MCP server toucher", "call fake-tools__echo"]
         said = [u.content.text for u in client.updates("agent_message_chunk")]
-        assert said[0].startswith("(Margin does not run MCP servers yet: files-server was not started")
-        assert not marker.exists()  # never run
+        assert said[0].startswith("(MCP servers not started: old-sse (SSE")
+        assert "fake-tools__echo {" in json.dumps(fake.requests[0]["messages"])
+        assert "said through acp" in json.dumps(fake.requests[1]["messages"]).split("output of fake-tools__echo")[1]
+        assert not marker.exists()  # refused: never run
         with pytest.raises(RequestError, match="absolute path"):
             await conn.new_session(cwd="relative/dir", mcp_servers=[])
         session = await conn.new_session(cwd=str(root), mcp_servers=[])

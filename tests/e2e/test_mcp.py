@@ -87,18 +87,23 @@ def test_the_meta_tool_searches_describes_and_calls_when_schemas_would_take_too_
     root = project(tmp_path)
     node = str(npm_servers / "bin" / "node")
     entry = str(npm_servers / "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-    environ = env(fake, tmp_path, {"every": {"command": node, "args": [entry, "stdio"]}}, MARGIN_MCP_TOOLS_SHARE="0")
+    environ = env(fake, tmp_path, {"every": {"command": node, "args": [entry, "stdio"]}}, MARGIN_MCP_TOOLS_SHARE="0",
+                  OPENAI_API_KEY="sk-never-for-mcp-servers")
     assert margin("mcp", "approve", "every", "--yes", env=environ, cwd=root).returncode == 0
     fake.script(reply(meta(action="search", query="echo")), reply(meta(action="describe", tool="every__echo")),
                 reply(meta(action="call", tool="every__echo", arguments=json.dumps({"message": "hello-mcp"}))),
+                reply(meta(action="call", tool="every__get-env", arguments="{}")),
                 reply(action("finish", answer="done")))
-    code, _, err = in_terminal(["agent", "echo hello"], "y\n", environ, root)
+    code, _, err = in_terminal(["agent", "echo hello"], "y\ny\n", environ, root)
     assert code == 0, err
     first = shown(fake, 0)
     assert "- mcp {" in first and "every__echo" not in first  # the meta-tool, not the schemas
     assert "every__echo" in shown(fake, 1)  # found by search
     assert '\\"message\\"' in shown(fake, 2) or "message" in shown(fake, 2)  # its schema described
     assert "hello-mcp" in shown(fake, 3).split("output of every__echo", 1)[-1]
+    environment = shown(fake, 4).split("output of every__get-env", 1)[-1]  # what the server's process was given
+    assert '\\"PATH\\"' in environment and "sk-never-for-mcp-servers" not in environment
+    assert "MARGIN_DATABASE" not in environment  # none of Margin's own environment
 
 
 def test_a_streamable_http_server_on_loopback_and_its_faults_are_messages_in_the_step(fake, tmp_path):
@@ -173,3 +178,54 @@ def test_servers_a_repository_names_never_run_and_are_named(fake, tmp_path):
     fake.script(reply(action("finish", answer="ok")))
     assert margin("agent", "anything", env=environ, cwd=root).returncode == 0
     assert "helper" not in shown(fake, 0) and not marker.exists()
+
+
+def explained(environ: dict[str, str], root: Path) -> dict[str, tuple[int, int]]:
+    done = margin("explain", "--profile", "agent", "task", env=environ, cwd=root)
+    assert done.returncode == 0, done.stderr
+    sections = {}
+    for line in done.stdout.splitlines()[1:]:
+        words = line.split()
+        if "tokens" in words:
+            at = words.index("tokens")
+            sections[" ".join(words[:at - 1])] = (int(words[at - 1]), int(words[at + 1]))
+    return sections
+
+
+def test_explain_shows_the_mcp_schemas_exact_cost_and_500_tools_turn_on_the_meta_tool(fake, tmp_path):
+    root = project(tmp_path)
+    without = explained(env(fake, tmp_path, {}), root)
+    assert "mcp tools" not in without
+    six = env(fake, tmp_path, {"fake": fake_server()})
+    assert margin("mcp", "approve", "fake", "--yes", env=six, cwd=root).returncode == 0
+    with_six = explained(six, root)
+    assert with_six["tools"] == without["tools"] and with_six["mcp tools"][1] == 6
+    grown = sum(t for t, _ in with_six.values()) - sum(t for t, _ in without.values())
+    assert abs(grown - with_six["mcp tools"][0]) <= 2 and with_six["mcp tools"][0] > 60  # what they add, counted
+    many = env(fake, tmp_path, {"many": fake_server("--tools", "500")})
+    assert margin("mcp", "approve", "many", "--yes", env=many, cwd=root).returncode == 0
+    with_many = explained(many, root)
+    assert with_many["mcp tools"][1] == 1 and with_many["mcp tools"][0] < 120  # one `mcp` tool, not 506 schemas
+    fake.script(reply(meta(action="search", query="catalogue record")), reply(action("finish", answer="ok")))
+    code, _, err = in_terminal(["agent", "look up"], "", many, root)
+    assert code == 0, err
+    assert "- mcp {" in shown(fake, 0) and "many__tool_0" not in shown(fake, 0)
+    assert "of 506 MCP tools" in shown(fake, 1) and "many__tool_" in shown(fake, 1)
+
+
+def test_tools_marked_read_only_and_closed_world_run_unasked_only_when_the_person_opts_in(fake, tmp_path):
+    root = project(tmp_path)
+    servers = {"fake": fake_server()}
+    plain = env(fake, tmp_path, servers)
+    assert margin("mcp", "approve", "fake", "--yes", env=plain, cwd=root).returncode == 0
+    script = (reply(action("fake__echo", text="quiet-echo")), reply(action("fake__write_note", text="n")),
+              reply(action("finish", answer="ok")))
+    fake.script(*script)
+    assert margin("agent", "go", env=plain, cwd=root).returncode == 0  # no terminal: every ask is a no
+    assert "output of fake__echo" not in shown(fake, 1)
+    assert "The person declined it: fake__echo was not called" in shown(fake, 1)
+    opted = env(fake, tmp_path, servers, MARGIN_MCP_AUTO_APPROVE_READ_ONLY="true")
+    fake.script(*script)
+    assert margin("agent", "go", env=opted, cwd=root).returncode == 0
+    assert "output of fake__echo" in shown(fake, 4) and "quiet-echo" in shown(fake, 4)
+    assert "fake__write_note was not called" in shown(fake, 5)  # destructive: still asked (and no is no)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import margin.core
 
-FORBIDDEN = ("pygls", "lsprotocol", "httpx", "aiosqlite")
+FORBIDDEN = ("pygls", "lsprotocol", "httpx", "aiosqlite", "mcp")
 CORE = Path(margin.core.__file__).parent
 
 

@@ -11,10 +11,11 @@ resume, close, delete), its mode and options, a prompt as one agent turn, and ca
 - A prompt is one turn of services/agent.py through the session's door (door.py); a cancel
   aborts its model call and the prompt answers `cancelled`. Every update is sent before the
   prompt's answer.
-- `mcpServers` are not run until Margin runs MCP servers, and never silently ignored: the
-  session starts (Zed and JetBrains pass the editor's own servers to every agent), its answer's
-  `_meta` names them, and the first prompt's first update says, by name, that they were not
-  started.
+- `mcpServers` (stdio and HTTP) become the agent's MCP tools (services/mcp.py), asked about
+  through session/request_permission before each first runs, pinned like the person's own; one
+  that cannot run (SSE, or the `mcp` extra missing) is never silently ignored: the session
+  starts (Zed and JetBrains pass the editor's own servers to every agent), its answer's `_meta`
+  names it, and the first prompt's first update says, by name, why it was not started.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import datetime
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,7 @@ from margin import __version__
 from margin.acp import door as acp_door
 from margin.acp.nes import NES_CAPABILITIES
 from margin.acp.server import Peer
+from margin.core.mcp.spec import McpServer
 from margin.core.where import Where
 from margin.services.agent import CONTEXT, PROFILE, AgentAsk
 from margin.services.errors import RequestError as MarginError
@@ -81,8 +84,36 @@ def refused(message: str) -> RequestError:
     return RequestError(-32602, message)
 
 
-def _names(mcp_servers: Any) -> list[str]:
-    return [" ".join(str(getattr(server, "name", "") or "unnamed").split())[:80] for server in mcp_servers or ()]
+def _name(server: Any) -> str:
+    return " ".join(str(getattr(server, "name", "") or "unnamed").split())[:80]
+
+
+def client_servers(mcp_servers: Any, missing: str | None) -> tuple[dict[str, McpServer], list[str]]:
+    """The client's servers Margin can run (by a name fit to prefix tools), and each other one
+    named with why it is not started."""
+    runnable: dict[str, McpServer] = {}
+    not_started: list[str] = []
+    for server in mcp_servers or ():
+        name = _name(server)
+        url, command = getattr(server, "url", None), getattr(server, "command", None)
+        if missing is not None:
+            not_started.append(f"{name} (Margin's MCP client is not installed: margin-lsp[mcp])")
+            continue
+        if url is not None and getattr(server, "type", "http") == "sse":
+            not_started.append(f"{name} (SSE, which Margin does not speak: give it a Streamable HTTP URL)")
+            continue
+        key = re.sub(r"[^A-Za-z0-9_-]", "-", name).strip("-")[:32] or "server"
+        try:
+            if url is not None:
+                runnable[key] = McpServer(url=url, headers={h.name: h.value for h in getattr(server, "headers", None) or ()})
+            elif command is not None:
+                runnable[key] = McpServer(command=command, args=tuple(getattr(server, "args", None) or ()),
+                                          env={e.name: e.value for e in getattr(server, "env", None) or ()})
+            else:
+                not_started.append(f"{name} (a transport Margin does not speak)")
+        except ValueError as error:
+            not_started.append(f"{name} ({str(error).splitlines()[-1][:120]})")
+    return runnable, not_started
 
 
 def _not_started_meta(session: Session) -> dict[str, Any] | None:
@@ -132,7 +163,7 @@ class MarginAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                mcp_capabilities=McpCapabilities(http=self.app.mcp_missing() is None, sse=False),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
                                                          close=SessionCloseCapabilities(), delete=SessionDeleteCapabilities()),
                 nes=NES_CAPABILITIES),
@@ -198,7 +229,7 @@ class MarginAgent:
                           **_: Any) -> NewSessionResponse:
         path, folder = self._folder(cwd)
         thread = await self.app.storage.run(lambda store: store.new_thread(folder, CONTEXT, None))
-        session = self.sessions[thread.id] = Session(thread.id, path, folder, not_started=_names(mcp_servers))
+        session = self.sessions[thread.id] = Session(thread.id, path, folder, not_started=self._servers(mcp_servers))
         log.info("acp session new id=%s mcp_servers_not_started=%d", thread.id, len(session.not_started))
         return NewSessionResponse(session_id=thread.id, modes=self._modes(session), config_options=await self._options(session),
                                   field_meta=_not_started_meta(session))
@@ -210,8 +241,14 @@ class MarginAgent:
             raise RequestError.resource_not_found(session_id)
         known = self.sessions.get(session_id)
         session = self.sessions[session_id] = known or Session(thread.id, path, folder)
-        session.not_started = _names(mcp_servers)
+        session.not_started = self._servers(mcp_servers)
         return session
+
+    def _servers(self, mcp_servers: Any) -> list[str]:
+        """The client's MCP servers given to the agent's tools; those that cannot run, named."""
+        runnable, not_started = client_servers(mcp_servers, self.app.mcp_missing())
+        self.services.mcp.client_servers.update(runnable)
+        return not_started
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None,
                            **_: Any) -> LoadSessionResponse:
@@ -291,9 +328,8 @@ class MarginAgent:
             self.services.agent.approvals.pop(session.id, None)
         door = acp_door.AcpDoor(self.app, self.peer, session, self.client_files)
         if session.not_started:
-            door.say(f"(Margin does not run MCP servers yet: {', '.join(session.not_started)} "
-                     f"{'was' if len(session.not_started) == 1 else 'were'} not started, and the agent works without "
-                     "them.)\n\n")
+            door.say(f"(MCP servers not started: {'; '.join(session.not_started)}. The agent works without "
+                     f"{'it' if len(session.not_started) == 1 else 'them'}.)\n\n")
             session.not_started = []
         ask = AgentAsk(task, Where(thread_id=session.id), read_only=session.mode == "read-only",
                        folder=session.folder, model=session.model)

@@ -22,6 +22,8 @@ from typing import IO, Any
 
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from margin.core.mcp.ports import ListedTool, McpFault, Started, ToolAnswer
 from margin.core.mcp.spec import McpServer
@@ -74,21 +76,26 @@ class SdkSession:
         self.current: asyncio.Future[Any] | None = None
         """the answer the request in flight waits for"""
 
-    def _client(self) -> Client:
+    async def _client(self, stack: contextlib.AsyncExitStack) -> Client:
         if self.server.url is not None:
-            return Client(self.server.url, mode="auto", cache=None)
+            if not self.server.headers:
+                return await stack.enter_async_context(Client(self.server.url, mode="auto", cache=None))
+            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(self.server.headers)))
+            return await stack.enter_async_context(
+                Client(streamable_http_client(self.server.url, http_client=http), mode="auto", cache=None))
         self.stderr_path = stderr_file(self.name)
         fd = os.open(self.stderr_path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
         self.errlog = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         params = StdioServerParameters(command=self.command or "", args=list(self.server.args), env=dict(self.server.env))
-        return Client(stdio_client(params, errlog=self.errlog), mode="auto", cache=None)
+        return await stack.enter_async_context(Client(stdio_client(params, errlog=self.errlog), mode="auto", cache=None))
 
     async def run(self) -> None:
         """Own the SDK's client from start to end: take requests until told to stop (None) or
         the connection is lost; then fail whatever still waits."""
         ended: BaseException = McpFault(f"the server stopped{self._messages()}")
         try:
-            async with self._client() as client:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await self._client(stack)
                 self.ready.set_result(None)
                 while (item := await self.requests.get()) is not None:
                     work, answer = item

@@ -18,10 +18,11 @@ from margin.services.agent_turn import AgentAsk, Turn
 from margin.services.workspace import Workspace
 
 
-def system(turn: Turn, pointers: bool) -> str:
+def system(turn: Turn, pointers: bool, with_tools: bool = True) -> str:
+    """`with_tools` False: without the tools in words (the budget report counts them apart)."""
     template = turn.profile.template
     parts = [fragment.text for fragment in template.required]
-    if turn.protocol != "native":  # the tools in words (with JSON actions, the grammar holds only their shape)
+    if turn.protocol != "native" and with_tools:  # the tools in words (with JSON actions, the grammar holds only their shape)
         parts.append(agent_tools.described(turn.tools, fenced=turn.protocol == "text"))
     if pointers and template.pointer_legend:
         parts.append(template.pointer_legend)
@@ -83,7 +84,8 @@ async def report(turn: Turn, counted: int, shape: Shape | None) -> BudgetReport:
     out = turn.outcome
     assert out is not None
     counter = turn.profile.counter
-    system_tokens, task_tokens = await counter.count_texts([system(turn, pointers=False), turn.task_text or turn.ask.task])
+    system_tokens, task_tokens = await counter.count_texts([system(turn, pointers=False, with_tools=False),
+                                                             turn.task_text or turn.ask.task])
     steps = [e for e in turn.entries if isinstance(e, agent_steps.Step)]
     dropped: list[Dropped] = []
     if shape is not None:

@@ -113,8 +113,11 @@ class McpHub:
         servers = []
         for name, (server, origin) in self.configured().items():
             state = self.states.get(name) or ServerState(name, server, origin)
+            missing = self.missing() if self.connector is not None else "the MCP client is not available here"
             if not server.enabled:
                 state.state = "off"
+            elif missing is not None:
+                state.state, state.detail = "needs the extra", missing
             elif state.state == "configured":
                 state.state, state.detail = self._approval_state(name, server)
             servers.append(state.summary())

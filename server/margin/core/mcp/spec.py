@@ -38,6 +38,9 @@ class McpServer(BaseModel):
     """variables given to the command (it gets only these and a minimal PATH/HOME set: never
     Margin's own environment, which may hold API keys)"""
     url: Annotated[str | None, Field(min_length=1)] = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent to a URL server (an `Authorization` token): their names are shown and
+    approved, never their values"""
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -46,6 +49,8 @@ class McpServer(BaseModel):
             raise ValueError("give an MCP server either a `command` (run over stdio) or a `url` (Streamable HTTP)")
         if self.url is not None and not re.match(r"^https?://", self.url):
             raise ValueError(f"an MCP server's url is http:// or https://, not {self.url[:40]!r}")
+        if self.headers and self.url is None:
+            raise ValueError("`headers` go with a `url`; a command's server gets `env`")
         return self
 
 
@@ -90,7 +95,7 @@ def resolve(command: str, env: dict[str, str] | None = None) -> Executable | Non
 def identity(server: McpServer, executable: Executable | None) -> dict[str, Any]:
     """What an approval of `server` binds to (shown to the person whole)."""
     if server.url is not None:
-        return {"url": server.url}
+        return {"url": server.url, "headers": sorted(server.headers)} if server.headers else {"url": server.url}
     return {"command": server.command, "args": list(server.args), "env": sorted(server.env),
             "executable": executable.path if executable else None, "program": executable.real if executable else None,
             "size": executable.size if executable else None}
@@ -108,7 +113,7 @@ def tool_pin(name: str, description: str, schema: dict[str, Any]) -> str:
 
 LABELS = {"command": "the command", "args": "its arguments", "env": "the environment variables' names",
           "executable": "the program it starts", "program": "the file that program is",
-          "size": "the program's size", "url": "the URL"}
+          "size": "the program's size", "url": "the URL", "headers": "the HTTP headers' names"}
 
 
 def changes(approved: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -124,7 +129,7 @@ def describe(server: McpServer, executable: Executable | None) -> str:
     """The server as the person approves it: the full command line or URL, the environment's
     names (never values), and the program the command resolves to."""
     if server.url is not None:
-        return f"URL {server.url}"
+        return f"URL {server.url}" + (f"; headers: {', '.join(sorted(server.headers))}" if server.headers else "")
     words = " ".join(json.dumps(word) if (not word or re.search(r"\s|\"", word)) else word
                      for word in (server.command or "", *server.args))
     env = f"; environment: {', '.join(sorted(server.env))}" if server.env else ""
