@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from margin.core import settings_places as places
 from margin.core.api_keys import KeyRoute
-from margin.core.mcp.spec import McpServer, mcp_servers_value
+from margin.core.mcp.spec import HELP, McpServer, mcp_servers_value
 from margin.core.settings_fields import (
     DEFAULT_CODE_ACTIONS,
     DEFAULT_INSTRUCTION_FILES,
@@ -46,6 +46,7 @@ from margin.core.settings_fields import (
     WorkspaceRule,
     json_names,
     json_text,
+    made_for_next_edits,
     workspace_rule,
 )
 
@@ -157,14 +158,6 @@ BUILTIN_PROFILES: dict[str, ProfileSettings] = {
 }
 
 
-NEXT_EDIT_MODELS = ("sweep", "zeta")
-"""names in a model made for next edits (services.next_edit.route_for picks its prompt format)"""
-
-
-def made_for_next_edits(model: str | None) -> bool:
-    return any(name in (model or "").lower() for name in NEXT_EDIT_MODELS)
-
-
 class GlobalSettings(BaseModel):
     """Settings that belong to no profile."""
 
@@ -192,21 +185,11 @@ class GlobalSettings(BaseModel):
         "A command the agent's `diagnostics` tool runs for a file the editor reports no problems for, `{path}` standing for the "
         "file (e.g. `ruff check {path}`): asked and sandboxed like any command it runs. Unset: only the problems the editor reports."))] = None
     agent_turn_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=86400, description="Seconds an agent turn may take in all before it stops, its steps kept.")] = 1800.0
-    mcp_servers: Annotated[dict[str, McpServer], BeforeValidator(mcp_servers_value), Field(json_schema_extra=USER_ONLY, description=(
-        "MCP servers whose tools the agent may use, by name: `{\"fs\": {\"command\": \"npx\", \"args\": [...], \"env\": {...}}}` "
-        "or `{\"docs\": {\"url\": \"https://...\"}}`. Only your own places set it (never a workspace's); each is approved "
-        "before it first runs, and again when its command, program or tools change (`margin mcp approve NAME`). Needs "
-        "`margin-lsp[mcp]`."))] = Field(default_factory=dict)
-    mcp_tools_share: Annotated[float, Field(json_schema_extra=LOWER, ge=0, le=1, description=(
-        "The share of the agent's window the MCP tools' schemas may take in every step; over it, the agent gets one `mcp` "
-        "tool that searches, describes and calls them instead."))] = 0.05
-    mcp_auto_approve_read_only: Annotated[bool, Field(json_schema_extra=USER_ONLY, description=(
-        "Call an MCP tool without asking when its server marks it read-only and not open-world (annotations are the "
-        "server's word, not proof: off by default)."))] = False
-    mcp_call_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=(
-        "Seconds an MCP tool call may take before the agent is told it did not answer."))] = 60.0
-    mcp_start_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=(
-        "Seconds an MCP server may take to start and list its tools."))] = 30.0
+    mcp_servers: Annotated[dict[str, McpServer], BeforeValidator(mcp_servers_value), Field(json_schema_extra=USER_ONLY, description=HELP["servers"])] = Field(default_factory=dict)
+    mcp_tools_share: Annotated[float, Field(json_schema_extra=LOWER, ge=0, le=1, description=HELP["share"])] = 0.05
+    mcp_auto_approve_read_only: Annotated[bool, Field(json_schema_extra=USER_ONLY, description=HELP["read_only"])] = False
+    mcp_call_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=3600, description=HELP["call"])] = 60.0
+    mcp_start_timeout_s: Annotated[float, Field(json_schema_extra=LOWER, gt=0, le=600, description=HELP["start"])] = 30.0
     code_actions: Annotated[tuple[CodeActionPreset, ...], BeforeValidator(json_text), Field(json_schema_extra=USER_ONLY, description=(
         "Preset code actions offered on a selection, each a title and an instruction; the edit "
         "profile answers them."))] = DEFAULT_CODE_ACTIONS

@@ -153,3 +153,11 @@ def json_text(value: Any) -> Any:
         except ValueError:
             raise ValueError("must be a JSON list of {\"title\", \"instruction\"} objects") from None
     return value
+
+
+NEXT_EDIT_MODELS = ("sweep", "zeta")
+"""names in a model made for next edits (services.next_edit.route_for picks its prompt format)"""
+
+
+def made_for_next_edits(model: str | None) -> bool:
+    return any(name in (model or "").lower() for name in NEXT_EDIT_MODELS)

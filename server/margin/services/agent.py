@@ -59,7 +59,7 @@ from margin.services.agent_turn import (
 from margin.services.app import MarginApp
 from margin.services.background import REQUEST
 from margin.services.errors import RequestError
-from margin.services.mcp import META, McpHub
+from margin.services.mcp import McpHub
 from margin.services.profile import resolve_profile, snapshot
 from margin.services.retrieval import Retrieval
 from margin.services.threads import DISPLAY, ThreadsService
@@ -73,11 +73,10 @@ CONTEXT = "agent"
 
 class AgentService:
     def __init__(self, app: MarginApp, threads: ThreadsService, guard: ThreadGuard, retrieval: Retrieval | None,
-                 hands: Hands | None, mcp: McpHub | None = None) -> None:
+                 hands: Hands | None, mcp: McpHub) -> None:
         self.app = app
         self.threads = threads
         self.guard = guard
-        self.mcp = mcp
         self.calls = AgentCalls(app, retrieval, hands, mcp)
         self.approvals: dict[str, Approvals] = {}
         """each thread's approvals ("Always in this thread"), for as long as the server runs"""
@@ -175,30 +174,9 @@ class AgentService:
             turn.served_note = (f" The server runs this model with a {profile.window:,}-token window and cuts longer "
                                 "prompts silently: give it a larger one (Ollama: OLLAMA_CONTEXT_LENGTH, or num_ctx "
                                 "in the model's Modelfile).")
-        await self._mcp_tools(turn, None if door is NO_DOOR else door)
+        await self.calls.mcp.offer(turn, None if door is NO_DOOR else door)  # the person's MCP tools
         turn.outcome.tools_tokens = await agent_prompt.tools_tokens(turn)
         return turn
-
-    async def _mcp_tools(self, turn: Turn, door: Door | None) -> None:
-        """The person's MCP tools, offered before `finish` — themselves, or through the `mcp`
-        meta-tool when their schemas would take more than mcpToolsShare of the window."""
-        if self.mcp is None or not self.mcp.configured():
-            return
-        out = turn.outcome
-        assert out is not None
-        found = await self.mcp.offered(door, read_only=turn.ask.read_only)
-        if not found:
-            return
-        turn.mcp_tools = {tool.name: tool for tool in found}
-        base = turn.tools
-        cost = await agent_prompt.tools_tokens(turn, (*base, *found)) - await agent_prompt.tools_tokens(turn, base)
-        share = self.app.settings.current.globals.mcp_tools_share
-        offered = tuple(found) if cost <= share * out.window else (META,)
-        turn.tools = (*base[:-1], *offered, base[-1])
-        out.mcp_tokens = (await agent_prompt.tools_tokens(turn) - await agent_prompt.tools_tokens(turn, base)
-                          if offered != tuple(found) else cost)
-        log.info("agent mcp tools offered=%d meta=%s tokens=%d thread=%s", len(found), offered == (META,),
-                 out.mcp_tokens, turn.thread.id)
 
     async def explain(self, ask: AgentAsk) -> AgentExplained:
         """The first step's prompt for `ask` (the next step's, in a thread named), and its budget,
@@ -338,7 +316,7 @@ class AgentService:
             results.append(result)
             report.calls.append({"tool": call.tool.name, "args": call.args, "status": status, "pointer": result.pointer})
             await self._show(turn, {"kind": "call", "step": number, "tool": call.tool.name, "args": call.args,
-                                    "status": status, "pointer": result.pointer, "summary": _first_line(result.text)})
+                                    "status": status, "pointer": result.pointer, "summary": agent_steps.first_line(result.text)})
         counted = await self._counted(turn, results)
         answer = agent_prompt.answer_text(turn, text, read, native_calls)
         step = Step(number, answer, native_calls if turn.protocol == "native" else (), tuple(counted))
@@ -413,10 +391,6 @@ class AgentService:
         shown = turn.door.show(event)
         if asyncio.iscoroutine(shown):
             await shown
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip()[:160] for line in text.splitlines() if line.strip()), "")
 
 
 __all__ = ["AgentAsk", "AgentOutcome", "AgentService", "Confirm", "Decision", "Door", "EditAnswer", "ProposedEdit"]

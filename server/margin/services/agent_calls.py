@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 class AgentCalls:
     def __init__(self, app: MarginApp, retrieval: Retrieval | None, hands: Hands | None,
-                 mcp: McpHub | None = None) -> None:
+                 mcp: McpHub) -> None:
         self.app = app
         self.retrieval = retrieval
         self.hands = hands
@@ -80,8 +80,6 @@ class AgentCalls:
     async def _mcp(self, turn: Turn, call: Call) -> tuple[str, str, bool]:
         """One of the person's MCP tools, or the `mcp` meta-tool (search, describe, call)."""
         hub, tool, args = self.mcp, call.tool, call.args
-        if hub is None:
-            return "failed", "MCP tools are not available here.", False
         if tool.server == "":  # the meta-tool
             action = str(args.get("action", "")).strip().lower()
             tools = list(turn.mcp_tools.values())

@@ -31,7 +31,8 @@ from margin.core.agent.tools import Tool
 from margin.core.mcp import spec
 from margin.core.mcp.ports import ListedTool, McpConnector, McpFault, McpSession, MissingExtra
 from margin.core.mcp.spec import McpServer
-from margin.services.agent_turn import Confirm, Door
+from margin.services import agent_prompt
+from margin.services.agent_turn import Confirm, Door, Turn
 from margin.services.app import MarginApp
 from margin.services.mcp_approvals import ApprovalFile, Approved
 
@@ -157,6 +158,26 @@ class McpHub:
                     tools += [tool_of(name, listed) for listed in state.tools if listed.name not in state.withheld
                               and (not read_only or (listed.read_only and not listed.open_world))]
         return tools
+
+    async def offer(self, turn: Turn, door: Door | None) -> None:
+        """The person's MCP tools for `turn`, before `finish` — themselves, or through the `mcp`
+        meta-tool when their schemas would take more than mcpToolsShare of the window."""
+        out = turn.outcome
+        if not self.configured() or out is None:
+            return
+        found = await self.offered(door, read_only=turn.ask.read_only)
+        if not found:
+            return
+        turn.mcp_tools = {tool.name: tool for tool in found}
+        base = turn.tools
+        cost = await agent_prompt.tools_tokens(turn, (*base, *found)) - await agent_prompt.tools_tokens(turn, base)
+        share = self.app.settings.current.globals.mcp_tools_share
+        offered = tuple(found) if cost <= share * out.window else (META,)
+        turn.tools = (*base[:-1], *offered, base[-1])
+        out.mcp_tokens = (cost if offered == tuple(found)
+                          else await agent_prompt.tools_tokens(turn) - await agent_prompt.tools_tokens(turn, base))
+        log.info("agent mcp tools offered=%d meta=%s tokens=%d thread=%s", len(found), offered == (META,),
+                 out.mcp_tokens, turn.thread.id)
 
     async def _ready(self, state: ServerState, door: Door | None) -> bool:
         if state.session is not None:

@@ -254,3 +254,8 @@ def cut_to(text: str, tokens: int, limit: int, count: Callable[[str], int] | Non
     cut = text.rfind("\n", 0, keep)
     kept = text[:cut + 1 if cut > keep // 2 else keep]
     return kept + cut_note(len(kept), len(text))
+
+
+def first_line(text: str) -> str:
+    """A result's first nonblank line, short: what a step's summary shows of it."""
+    return next((line.strip()[:160] for line in text.splitlines() if line.strip()), "")

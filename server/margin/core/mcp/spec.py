@@ -23,6 +23,20 @@ from pydantic import BaseModel, Field, model_validator
 
 from margin.core.settings_fields import MODEL_CONFIG
 
+HELP = {
+    "servers": ("MCP servers whose tools the agent may use, by name: `{\"fs\": {\"command\": \"npx\", \"args\": [...], "
+                "\"env\": {...}}}` or `{\"docs\": {\"url\": \"https://...\", \"headers\": {...}}}`. Only your own places set "
+                "it (never a workspace's); each is approved before it first runs, and again when its command, program or tools "
+                "change (`margin mcp approve NAME`). Needs `margin-lsp[mcp]`."),
+    "share": ("The share of the agent's window the MCP tools' schemas may take in every step; over it, the agent gets one "
+              "`mcp` tool that searches, describes and calls them instead."),
+    "read_only": ("Call an MCP tool without asking when its server marks it read-only and not open-world (annotations are "
+                  "the server's word, not proof: off by default)."),
+    "call": "Seconds an MCP tool call may take before the agent is told it did not answer.",
+    "start": "Seconds an MCP server may take to start and list its tools.",
+}
+"""the MCP settings' descriptions (margin.core.settings.GlobalSettings)"""
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 """a server's name: it prefixes its tools' names (`name__tool`)"""
 
