@@ -40,14 +40,14 @@ class TerminalDoor:
         elif kind == "told":
             print(f"  step {event['step']} · told the model: {event['rejection']}", file=sys.stderr, flush=True)
 
-    async def _ask(self, question: str) -> Decision:
+    async def _ask(self, question: str, always: str = "[a]lways in this thread") -> Decision:
         if not self.interactive:
             print(f"{question}\n  → no (no terminal to ask at)", file=sys.stderr, flush=True)
             return "reject"
         while True:
             print(question, file=sys.stderr, flush=True)
             try:
-                answer = await asyncio.to_thread(input, "Allow? [y]es / [a]lways in this thread / [n]o: ")
+                answer = await asyncio.to_thread(input, f"Allow? [y]es / {always} / [n]o: ")
             except EOFError:
                 return "reject"
             if answer.strip().lower() in ANSWERS:
@@ -55,7 +55,7 @@ class TerminalDoor:
 
     async def confirm(self, asked: Confirm) -> Decision:
         if asked.message is not None:
-            return await self._ask(asked.message)
+            return await self._ask(asked.message, "[a]lways (remembered)" if asked.lasting else "[a]lways in this thread")
         return await self._ask(f"The agent asks to run, in the sandbox: {asked.command or ''}")
 
     async def apply(self, edit: ProposedEdit, ask: bool) -> EditAnswer:

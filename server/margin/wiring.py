@@ -96,12 +96,17 @@ class _Hands:
 
 
 class _McpConnector:
-    """The MCP client (adapters.mcp_client, on the optional `mcp` SDK), imported on first use."""
+    """The MCP client (adapters.mcp_client, on the optional `mcp` SDK), imported on first use; the
+    servers' stderr in `mcp-logs` beside the thread database."""
+
+    def __init__(self, app: MarginApp) -> None:
+        self.app = app
 
     async def connect(self, name: str, server: McpServer, command: str | None, timeout_s: float) -> McpSession:
         from margin.adapters import mcp_client
 
-        return await mcp_client.SdkConnector().connect(name, server, command, timeout_s)
+        logs = self.app.database_path().parent / "mcp-logs"
+        return await mcp_client.SdkConnector(logs).connect(name, server, command, timeout_s)
 
 
 def mcp_missing() -> str | None:
@@ -115,6 +120,6 @@ def build_app(environ: Mapping[str, str] | None = None) -> MarginApp:
     app = MarginApp.create(make_provider, make_server_counter, make_store,
                            os.environ if environ is None else environ, LOCAL_WORKSPACE)
     app.hands = _Hands()
-    app.mcp_connector = _McpConnector()
+    app.mcp_connector = _McpConnector(app)
     app.mcp_missing = mcp_missing
     return app

@@ -22,6 +22,8 @@ class Editor:
     """uri → (version, text): the editor's buffers"""
     answer: str | None = "Accept"
     """the button a confirmation gets (None: never answered)"""
+    answers: list[str] = field(default_factory=list)
+    """buttons for the next confirmations, in order, before `answer`"""
     asked: list[str] = field(default_factory=list)
     """the confirmations' messages, in order"""
     edits: list[types.ApplyWorkspaceEditParams] = field(default_factory=list)
@@ -64,6 +66,8 @@ def attach(client: LanguageClient) -> Editor:
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     async def ask(ls: LanguageClient, params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         editor.asked.append(params.message)
+        if editor.answers:
+            return types.MessageActionItem(title=editor.answers.pop(0))
         if editor.answer is None:
             await editor.released.wait()
             return None

@@ -435,3 +435,31 @@ async def test_a_small_model_reads_numbered_lines_and_edits_whole_lines_by_numbe
         assert "   1| def add(a, b):\n   2|     return a - b\n" in fake.requests[1]["messages"][-1]["content"]
         assert [c["status"] for s in result["steps"][1:3] for c in s["calls"]] == ["refused", "done"]
         assert "Lines 5-6 of src/calc.py are not among those you read" in json.dumps(fake.requests[2]["messages"])
+
+
+async def test_mcp_servers_through_the_editor_asked_once_remembered_and_their_state_in_status(fake, tmp_path):
+    """#50 through margin-lsp: the server's first start asked in the editor ("Always (remembered)"),
+    its tool's call asked, margin/status giving each server's state and the repository's own
+    server files it ignored."""
+    import sys
+    from pathlib import Path
+
+    root = workspace(tmp_path)
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"repo-tool": {"command": "true"}}}))
+    server = {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")]}
+    fake.script(reply(action("fake__echo", text="from the editor")), reply(action("finish", answer="ok")))
+    async with start(fake, tmp_path, root, MARGIN_MCP_SERVERS=json.dumps({"fake": server})) as client:
+        editor = attach(client)
+        before = await request(client, "margin/status", {})
+        assert [(s["name"], s["state"]) for s in before["mcpServers"]] == [("fake", "needs approval")]
+        assert before["mcpIgnored"] == [{"file": str(root / ".mcp.json"), "servers": ["repo-tool"]}]
+        editor.answers = ["Always (remembered)", "Accept"]
+        result, events = await agent(client, editor, "echo it")
+        assert result["stopped"] == "finished"
+        assert editor.asked[0].startswith("Start the MCP server 'fake' for the agent? It runs with your rights")
+        assert editor.asked[1].startswith("Margin's agent asks to call the MCP tool 'echo' of the server 'fake'")
+        assert [e["status"] for e in events if e["kind"] == "call"] == ["done"]
+        (state,) = (await request(client, "margin/status", {}))["mcpServers"]
+        assert state["state"] == "running" and state["tools"] == 6 and state["withheld"] == []
+    assert "from the editor" in json.dumps(fake.requests[1]["messages"]).split("output of fake__echo")[1]
+    assert json.loads((tmp_path / "mcp-approvals.json").read_text())["servers"]["fake"]["tools"]  # remembered

@@ -229,3 +229,21 @@ def test_tools_marked_read_only_and_closed_world_run_unasked_only_when_the_perso
     assert margin("agent", "go", env=opted, cwd=root).returncode == 0
     assert "output of fake__echo" in shown(fake, 4) and "quiet-echo" in shown(fake, 4)
     assert "fake__write_note was not called" in shown(fake, 5)  # destructive: still asked (and no is no)
+
+
+def test_the_first_use_asks_with_exactly_what_runs_and_always_is_remembered(fake, tmp_path):
+    root = project(tmp_path)
+    environ = env(fake, tmp_path, {"fake": fake_server("--tools", "1")})
+    fake.script(reply(action("fake__echo", text="first")), reply(action("finish", answer="ok")))
+    code, out, err = in_terminal(["agent", "echo"], "a\ny\n", environ, root)
+    assert code == 0, err
+    assert f"Start the MCP server 'fake' for the agent? It runs with your rights, outside the sandbox: command {sys.executable} {FAKE_SERVER} --tools 1" in err
+    assert "[a]lways (remembered)" in out and "[a]lways in this thread" in out  # the server's, then the call's
+    assert "output of fake__echo" in shown(fake, 1)
+    listed = margin("mcp", "list", env=environ, cwd=root)
+    assert "fake  running; 7 tools pinned" in listed.stdout  # remembered, with its tools pinned
+    fake.script(reply(action("finish", answer="ok")))
+    assert margin("agent", "again", env=environ, cwd=root).returncode == 0  # no terminal: not asked again
+    assert "fake__echo {" in shown(fake, 2)
+    assert margin("mcp", "forget", "fake", env=environ, cwd=root).returncode == 0
+    assert "fake  needs approval (not approved yet" in margin("mcp", "list", env=environ, cwd=root).stdout

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from margin.adapters import private_files
 from margin.core.mcp.ports import ListedTool, McpFault, Started, ToolAnswer
 from margin.core.mcp.spec import McpServer
 
@@ -33,9 +33,9 @@ MAX_TOOLS = 1000
 MAX_PAGES = 50
 
 
-def stderr_file(name: str) -> Path:
-    folder = Path(tempfile.gettempdir()) / f"margin-mcp-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+def stderr_file(folder: Path, name: str) -> Path:
+    """Where a server's stderr goes: Margin's own folder beside the thread database (yours alone)."""
+    private_files.folder(folder, own=True)
     return folder / f"{name}.stderr"
 
 
@@ -64,7 +64,8 @@ REQUEST_TIMEOUT = -32001
 
 
 class SdkSession:
-    def __init__(self, name: str, server: McpServer, command: str | None) -> None:
+    def __init__(self, name: str, server: McpServer, command: str | None, logs: Path) -> None:
+        self.logs = logs
         self.name = name
         self.server = server
         self.command = command
@@ -83,8 +84,8 @@ class SdkSession:
             http = await stack.enter_async_context(create_mcp_http_client(headers=dict(self.server.headers)))
             return await stack.enter_async_context(
                 Client(streamable_http_client(self.server.url, http_client=http), mode="auto", cache=None))
-        self.stderr_path = stderr_file(self.name)
-        fd = os.open(self.stderr_path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+        self.stderr_path = stderr_file(self.logs, self.name)
+        fd = os.open(self.stderr_path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
         self.errlog = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         params = StdioServerParameters(command=self.command or "", args=list(self.server.args), env=dict(self.server.env))
         return await stack.enter_async_context(Client(stdio_client(params, errlog=self.errlog), mode="auto", cache=None))
@@ -217,8 +218,12 @@ class SdkSession:
 
 
 class SdkConnector:
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        """the folder the servers' stderr goes to"""
+
     async def connect(self, name: str, server: McpServer, command: str | None, timeout_s: float) -> SdkSession:
-        session = SdkSession(name, server, command)
+        session = SdkSession(name, server, command, self.logs)
         session.task = asyncio.create_task(session.run(), name=f"mcp {name}")
         try:
             await asyncio.wait_for(asyncio.shield(session.ready), timeout_s)

@@ -72,6 +72,8 @@ class Confirm:
     """the whole question, for what is neither an edit nor a command"""
     args: dict[str, Any] | None = None
     """what an "always" approves, for `message` questions (ACP's reject-always remembers it)"""
+    lasting: bool = False
+    """"always" outlasts the thread (an MCP server's approval, kept until `margin mcp forget`)"""
 
 
 @dataclass(frozen=True)

@@ -155,8 +155,13 @@ class McpHub:
                     state.state = "off"
                     continue
                 if await self._ready(state, door):
-                    tools += [tool_of(name, listed) for listed in state.tools if listed.name not in state.withheld
-                              and (not read_only or (listed.read_only and not listed.open_world))]
+                    for listed in state.tools:
+                        tool = tool_of(name, listed)
+                        if listed.name in state.withheld or (read_only and (not listed.read_only or listed.open_world)):
+                            continue
+                        if any(t.name == tool.name for t in tools):  # two names alike once made fit: the first
+                            continue
+                        tools.append(tool)
         return tools
 
     async def offer(self, turn: Turn, door: Door | None) -> None:
@@ -326,8 +331,17 @@ class McpHub:
                         f"{json.dumps(tool.schema, ensure_ascii=False)}", False)
 
 
+def tool_name(server: str, remote: str) -> str:
+    """`server__tool` as every protocol takes a tool's name (OpenAI's: letters, digits, `_`, `-`,
+    at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}{SEP}{remote}")[:64]
+
+
 def tool_of(server: str, listed: ListedTool) -> Tool:
     schema = {k: v for k, v in listed.schema.items() if k not in ("$schema", "title")} or {"type": "object"}
+    if isinstance(schema.get("properties"), dict):  # no titles: a small model copies them into its answers
+        schema["properties"] = {name: {k: v for k, v in spec.items() if k != "title"} if isinstance(spec, dict) else spec
+                                for name, spec in schema["properties"].items()}
     given = schema.get("properties")
     properties: dict[str, dict[str, Any]] = given if isinstance(given, dict) else {}
     required = tuple(r for r in schema.get("required", ()) if isinstance(r, str)) \
@@ -335,7 +349,7 @@ def tool_of(server: str, listed: ListedTool) -> Tool:
     description = " ".join(listed.description.split())
     if len(description) > MAX_DESCRIPTION:
         description = description[:MAX_DESCRIPTION].rsplit(" ", 1)[0] + " …"
-    return Tool(f"{server}{SEP}{listed.name}", description or f"{listed.name} (from the MCP server {server})",
+    return Tool(tool_name(server, listed.name), description or f"{listed.name} (from the MCP server {server})",
                 dict(properties), required, "calls", schema, server, listed.name)
 
 
@@ -354,7 +368,8 @@ def approval_question(name: str, server: McpServer, executable: spec.Executable 
         message = (f"The MCP server {name!r} changed since you approved it ({changed}). Start it as it is now? {what}")
     else:
         message = f"Start the MCP server {name!r} for the agent? It runs with your rights, outside the sandbox: {what}"
-    return Confirm("mcp", f"start MCP server {name}", message=message, args={"server": name, "identity": spec.digest(identity)})
+    return Confirm("mcp", f"start MCP server {name}", message=message, args={"server": name, "identity": spec.digest(identity)},
+                   lasting=True)
 
 
 def ignored_configs(folders: Sequence[Path]) -> list[dict[str, Any]]:

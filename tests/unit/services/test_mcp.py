@@ -81,7 +81,7 @@ def test_a_tool_is_namespaced_its_description_capped_and_its_answer_enveloped():
 
 async def test_without_the_extra_a_configured_server_says_what_to_install(tmp_path, provider):
     services = fake_services(tmp_path, provider, MARGIN_MCP_SERVERS=json.dumps({"fs": {"command": "sh"}}))
-    services.mcp.connector = wiring._McpConnector()  # the real one: the extra's check comes first
+    services.mcp.connector = wiring._McpConnector(services.app)  # the real one: the extra's check comes first
     services.mcp.missing = lambda: MCP_EXTRA
     try:
         (entry,) = services.mcp.status()["servers"]
@@ -95,3 +95,11 @@ def test_the_extra_is_found_by_its_module(monkeypatch):
     assert wiring.mcp_missing() is None  # installed with the tests
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert wiring.mcp_missing() == MCP_EXTRA and "margin-lsp[mcp]" in MCP_EXTRA
+
+
+def test_a_tools_name_fits_every_protocol_and_its_schema_carries_no_titles():
+    tool = tool_of("docs", ListedTool("search.v2/all", "Search.", {"type": "object", "title": "searchArguments",
+                                                                  "properties": {"q": {"type": "string", "title": "Q"}}}))
+    assert tool.name == "docs__search_v2_all" and tool.remote == "search.v2/all"
+    assert tool.schema == {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert len(tool_of("s" * 32, ListedTool("t" * 80, "", {})).name) == 64

@@ -34,6 +34,8 @@ with deferred.imports():
 log = logging.getLogger(__name__)
 
 ACCEPT, ALWAYS, REJECT = "Accept", "Always in this thread", "Reject"
+KEEP = "Always (remembered)"
+""""always" for what outlasts the thread: an MCP server's approval"""
 DIFF_LINES = 40
 """lines of an edit's diff a message shows (the rest is counted)"""
 
@@ -53,20 +55,20 @@ class LspDoor:
             value = wire_agent.AgentEvent(**{k: v for k, v in event.items() if v is not None and k in fields}).dump()
             self.ls.progress(types.ProgressParams(token=self.token, value=value))
 
-    async def _ask(self, message: str) -> agent_service.Decision:
+    async def _ask(self, message: str, always: str = ALWAYS) -> agent_service.Decision:
         try:
             answer = await self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
                 type=types.MessageType.Info, message=message,
-                actions=[types.MessageActionItem(title=t) for t in (ACCEPT, ALWAYS, REJECT)]))
+                actions=[types.MessageActionItem(title=t) for t in (ACCEPT, always, REJECT)]))
         except JsonRpcException as error:  # the editor could not ask (eglot: a prompt already open): a no
             log.info("confirmation answered with an error code=%s: taken as a no", error.code)
             return "reject"
         title = answer.title if answer is not None else None
-        return "accept" if title == ACCEPT else "always" if title == ALWAYS else "reject"
+        return "accept" if title == ACCEPT else "always" if title == always else "reject"
 
     async def confirm(self, asked: agent_service.Confirm) -> agent_service.Decision:
         if asked.message is not None:
-            return await self._ask(asked.message)
+            return await self._ask(asked.message, KEEP if asked.lasting else ALWAYS)
         if asked.command is not None:
             return await self._ask(f"Margin's agent asks to run, in the sandbox: {asked.command}")
         assert asked.edit is not None
