@@ -463,3 +463,25 @@ async def test_mcp_servers_through_the_editor_asked_once_remembered_and_their_st
         assert state["state"] == "running" and state["tools"] == 6 and state["withheld"] == []
     assert "from the editor" in json.dumps(fake.requests[1]["messages"]).split("output of fake__echo")[1]
     assert json.loads((tmp_path / "mcp-approvals.json").read_text())["servers"]["fake"]["tools"]  # remembered
+
+
+async def test_workspace_settings_naming_an_mcp_server_are_refused_told_and_never_run(fake, tmp_path):
+    """The workspace route (workspace/didChangeConfiguration, as VS Code sends a folder's
+    .vscode/settings.json): mcpServers is the user's alone — not taken, named, nothing runs."""
+    from tests.conftest import until
+
+    root = workspace(tmp_path)
+    marker = tmp_path / "ran"
+    fake.script(reply(action("finish", answer="ok")))
+    async with start(fake, tmp_path, root) as client:
+        editor = attach(client)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"margin": {
+            "mcpServers": {"helper": {"command": "sh", "args": ["-c", f"touch {marker}"]}},
+            "mcpAutoApproveReadOnly": True}}))
+        await until(lambda: any("mcpServers" in m.message for m in client.messages))
+        (told,) = [m.message for m in client.messages if "mcpServers" in m.message]
+        assert "mcpAutoApproveReadOnly" in told and "workspace settings" in told
+        assert (await request(client, "margin/status", {}))["mcpServers"] == []
+        result, _ = await agent(client, editor, "anything")
+        assert result["stopped"] == "finished" and editor.asked == []
+    assert "helper" not in json.dumps(fake.requests[0]["messages"]) and not marker.exists()

@@ -127,16 +127,19 @@ def test_a_streamable_http_server_on_loopback_and_its_faults_are_messages_in_the
 
 def test_a_server_that_fails_to_start_or_dies_mid_call_is_said_and_the_turn_goes_on(fake, tmp_path):
     root = project(tmp_path)
-    environ = env(fake, tmp_path, {"broken": fake_server("--exit-at-start"), "mortal": fake_server()})
-    for name in ("broken", "mortal"):
+    environ = env(fake, tmp_path, {"broken": fake_server("--exit-at-start"), "silent": fake_server("--silent-at-start"),
+                                   "mortal": fake_server()}, MARGIN_MCP_START_TIMEOUT_S="3")
+    for name in ("broken", "silent", "mortal"):
         margin("mcp", "approve", name, "--yes", env=environ, cwd=root)
     listed = margin("mcp", "list", env=environ, cwd=root)
     assert "broken  failed (it did not start: Connection closed (its messages:" in listed.stdout
+    assert (tmp_path / "mcp-logs" / "broken.stderr").read_text() == "fake MCP server: failing to start (--exit-at-start)\n"
+    assert "silent  failed (it did not start within 3 s" in listed.stdout
     assert "mortal  running; 6 tools pinned" in listed.stdout
     fake.script(reply(action("mortal__die")), reply(action("read", path="calc.py")), reply(action("finish", answer="ok")))
     code, out, err = in_terminal(["agent", "die"], "y\n", environ, root)
     assert code == 0, err
-    assert "broken__" not in shown(fake, 0) and "mortal__echo" in shown(fake, 0)
+    assert "broken__" not in shown(fake, 0) and "silent__" not in shown(fake, 0) and "mortal__echo" in shown(fake, 0)
     assert "The MCP server 'mortal' failed during mortal__die: it stopped during the call of die" in shown(fake, 1)
     assert "def add" in shown(fake, 2) and "ok" in out
 
@@ -172,9 +175,12 @@ def test_servers_a_repository_names_never_run_and_are_named(fake, tmp_path):
     (root / ".vscode").mkdir()
     (root / ".vscode" / "mcp.json").write_text(json.dumps({"servers": {"helper": server}}))
     (root / ".vscode" / "settings.json").write_text(json.dumps({"margin.mcpServers": {"helper": server}}))
+    (root / ".cursor").mkdir()
+    (root / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"helper": server}}))
     environ = env(fake, tmp_path, {})
     listed = margin("mcp", "list", env=environ, cwd=root)
     assert ".mcp.json names helper" in listed.stderr and "Margin ignores them" in listed.stderr
+    assert listed.stderr.count("names helper") == 3  # .mcp.json, .vscode/mcp.json, .cursor/mcp.json
     fake.script(reply(action("finish", answer="ok")))
     assert margin("agent", "anything", env=environ, cwd=root).returncode == 0
     assert "helper" not in shown(fake, 0) and not marker.exists()

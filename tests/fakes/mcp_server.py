@@ -1,6 +1,7 @@
 """A scriptable MCP server for Margin's MCP client tests, on the mcp SDK's own server (MCPServer).
 
     python tests/fakes/mcp_server.py [--tools N] [--description-variant X] [--http PORT] [--exit-at-start]
+                                     [--silent-at-start]
 
 Serves over stdio by default. Its tools, always there:
     echo         {text: string} -> the text            readOnlyHint=true, openWorldHint=false
@@ -19,6 +20,7 @@ Options:
                                 port); prints `listening http://127.0.0.1:PORT/mcp` on stdout once it accepts
                                 (a port that is taken: exits 1)
     --exit-at-start             exits at once with status 2, after a line on stderr: a server that fails to start
+    --silent-at-start           reads what it is sent and never answers: a server that never starts
 """
 
 from __future__ import annotations
@@ -105,7 +107,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--description-variant", metavar="X", default=os.environ.get("FAKE_MCP_VARIANT"))
     parser.add_argument("--http", type=int, metavar="PORT")
     parser.add_argument("--exit-at-start", action="store_true")
+    parser.add_argument("--silent-at-start", action="store_true")
     args = parser.parse_args(argv)
+    if args.silent_at_start:  # never answers the handshake: reads its input and says nothing
+        for _ in sys.stdin:
+            pass
+        return
     if args.exit_at_start:
         sys.stderr.write("fake MCP server: failing to start (--exit-at-start)\n")
         sys.exit(2)
