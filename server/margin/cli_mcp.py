@@ -10,8 +10,7 @@ from pathlib import Path
 
 from margin.cli_app import CliError, open_services, running_app
 from margin.core.mcp import spec
-from margin.services.mcp import told_ignored
-from margin.services.mcp_approvals import Approved
+from margin.services.mcp_approvals import Approved, told_ignored
 
 
 async def _list(args: argparse.Namespace) -> int:

@@ -161,10 +161,20 @@ def test_a_changed_command_or_tool_is_refused_until_approved_again(fake, tmp_pat
     assert margin("agent", "anything", env=drifted, cwd=root).returncode == 0
     assert "fake__add" in shown(fake, 1) and "fake__echo" not in shown(fake, 1)
     assert "withheld until approved again: echo" in margin("mcp", "list", env=drifted, cwd=root).stdout
-    assert margin("mcp", "approve", "fake", "--yes", env=drifted, cwd=root).returncode == 0
+    # In a terminal, the change is shown — the description as approved and as it is now — and asked.
     fake.script(reply(action("finish", answer="ok")))
-    assert margin("agent", "anything", env=drifted, cwd=root).returncode == 0
-    assert "fake__echo" in shown(fake, 2)
+    code, out, err = in_terminal(["agent", "anything"], "a\n", drifted, root)
+    assert code == 0, err
+    assert ("The MCP server 'fake' changed 1 of its tools since you approved it; they are withheld until you approve "
+            "them:\n- echo: its description was 'Returns the text it is given. Variant: one.', now 'Returns the text it "
+            "is given. Variant: two.'") in err
+    assert "[a]lways (remembered)" in out and "fake__echo" in shown(fake, 2)
+    fake.script(reply(action("finish", answer="ok")))
+    assert margin("agent", "anything", env=drifted, cwd=root).returncode == 0  # remembered: not asked again
+    assert "fake__echo" in shown(fake, 3)
+    # `margin mcp approve` takes the server as it is now, its tools pinned again.
+    assert margin("mcp", "approve", "fake", "--yes", env=first, cwd=root).returncode == 0
+    assert "withheld" not in margin("mcp", "list", env=first, cwd=root).stdout
 
 
 def test_servers_a_repository_names_never_run_and_are_named(fake, tmp_path):

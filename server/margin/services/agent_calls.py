@@ -20,6 +20,7 @@ from margin.core.agent import tools as agent_tools
 from margin.core.agent.actions import Call, check_args
 from margin.core.agent.edits import Applied, Refused, fingerprint
 from margin.core.agent.ports import Hands
+from margin.core.mcp import tools as mcp_tools
 from margin.services.agent_turn import Confirm, EditAnswer, ProposedEdit, Turn
 from margin.services.app import MarginApp
 from margin.services.mcp import McpHub
@@ -84,7 +85,7 @@ class AgentCalls:
             action = str(args.get("action", "")).strip().lower()
             tools = list(turn.mcp_tools.values())
             if action == "search":
-                return "done", hub.search(tools, str(args.get("query", ""))), False
+                return "done", mcp_tools.search(tools, str(args.get("query", ""))), False
             target = turn.mcp_tools.get(str(args.get("tool", "")).strip())
             if action not in ("describe", "call"):
                 return "failed", "mcp's action is search, describe or call.", False

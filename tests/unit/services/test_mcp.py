@@ -15,7 +15,7 @@ from margin.core.mcp import spec
 from margin.core.mcp.ports import ListedTool
 from margin.core.settings import GlobalSettings
 from margin.services.app import MCP_EXTRA
-from margin.services.mcp import envelope, tool_of
+from margin.core.mcp.tools import envelope, tool_of
 from tests.fakes.fake_provider import close, fake_services
 
 
