@@ -79,3 +79,40 @@ async def test_gemma_through_acp_one_turn_every_step_told_within_the_window(llam
     assert len({u.size for u in usage}) == 1 and usage[0].size >= 2048  # the served window, read from the server
     assert client.updates("agent_message_chunk")  # the turn ended with something said
     assert (root / "calc.py").read_text() == CALC  # every edit rejected: never written
+
+
+@pytest.mark.parametrize("share", ["1", "0.05"], ids=["schemas-in-the-grammar", "meta-tool"])
+async def test_gemma_with_a_real_mcp_servers_tools_every_step_parses_and_the_turn_ends(llama_server, tmp_path, share):
+    """#50 on the real server: server-filesystem's 14 tools offered to Gemma 3 270M — their
+    schemas inside the action schema llama.cpp turns into a grammar (share 1), or the `mcp`
+    meta-tool (the default share: they take more than 5% of the 4,096-token window). The server
+    must take the grammar (a schema it cannot is a failed step), and the turn end within its cap."""
+    import json
+
+    from tests.unit.test_cli import margin
+
+    done = subprocess.run(["bash", "scripts/install-mcp-tools.sh", "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, "run scripts/install-mcp-tools.sh"
+    tools = done.stdout.strip()
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("the release is on Thursday\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    servers = {"fs": {"command": f"{tools}/bin/node",
+                      "args": [f"{tools}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", str(root)]}}
+    env = {"MARGIN_DEFAULTS_BASE_URL": llama_server.base_url, "MARGIN_DATABASE": str(tmp_path / "t.db"),
+           "MARGIN_RETRIEVAL": "false", "MARGIN_AGENT_MAX_OUTPUT_TOKENS": "96", "MARGIN_AGENT_TEMPERATURE": "0",
+           "MARGIN_MCP_SERVERS": json.dumps(servers), "MARGIN_MCP_TOOLS_SHARE": share}
+    assert margin("mcp", "approve", "fs", "--yes", env=env, cwd=root).returncode == 0
+    async with margin_client(env=env, root=root, capabilities=EDITOR) as client:
+        editor = attach(client)
+        editor.events["t"] = []
+        result = await asyncio.wait_for(request(client, "margin/agent", {
+            "task": "When is the release? The answer is in notes.txt.", "partialResultToken": "t"}), 900)
+    assert result["protocol"] == "json"
+    assert result["stopped"] in ("finished", "step cap", "stuck"), result["why"]  # never "model failed"
+    for step in result["steps"]:
+        assert step["calls"] or step["told"] or step is result["steps"][-1]
+        assert step["promptTokens"] <= result["limit"]
+    sections = {s["name"]: s for s in result["budget"]["sections"]}
+    assert sections["mcp tools"]["kept"] == (14 if share == "1" else 1)
