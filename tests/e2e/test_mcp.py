@@ -140,6 +140,8 @@ def test_a_server_that_fails_to_start_or_dies_mid_call_is_said_and_the_turn_goes
     code, out, err = in_terminal(["agent", "die"], "y\n", environ, root)
     assert code == 0, err
     assert "broken__" not in shown(fake, 0) and "silent__" not in shown(fake, 0) and "mortal__echo" in shown(fake, 0)
+    assert "margin: MCP server 'broken' failed: it did not start: Connection closed" in err  # told, the turn goes on
+    assert "margin: MCP server 'silent' failed: it did not start within 3 s" in err
     assert "The MCP server 'mortal' failed during mortal__die: it stopped during the call of die" in shown(fake, 1)
     assert "def add" in shown(fake, 2) and "ok" in out
 

@@ -83,6 +83,8 @@ class McpHub:
         self._tools_refused: dict[str, set[tuple[str, str]]] = {}
         """changed tools (name, pin) the person refused, by server: not asked again while Margin runs"""
         self._lock = asyncio.Lock()
+        self._told: dict[str, tuple[str, str]] = {}
+        """the state each server's trouble was last told to the person in"""
 
     @property
     def file(self) -> ApprovalFile:
@@ -139,7 +141,9 @@ class McpHub:
                 if not server.enabled:
                     state.state = "off"
                     continue
-                if await self._ready(state, door):
+                ready = await self._ready(state, door)
+                self._tell(state, door is not None)
+                if ready:
                     for listed in state.tools:
                         tool = tool_of(name, listed)
                         if listed.name in state.withheld or (read_only and (not listed.read_only or listed.open_world)):
@@ -211,6 +215,18 @@ class McpHub:
             return False
         await self._review_tools(state, door, wanted)
         return True
+
+    def _tell(self, state: ServerState, asked: bool) -> None:
+        """A server that cannot give its tools is said to the person (the editor's message, the
+        terminal's stderr) once per trouble, when a turn would have used it."""
+        trouble = (state.state, state.detail)
+        if not asked or state.state not in ("failed", "needs the extra", "needs approval"):
+            if state.state == "running":
+                self._told.pop(state.name, None)
+            return
+        if self._told.get(state.name) != trouble:
+            self._told[state.name] = trouble
+            self.app.tell_user(f"MCP server {state.name!r} {state.state}: {state.detail}. The agent works without its tools.")
 
     def _known(self, name: str, wanted: str) -> dict[str, str]:
         """The tools' pins the person approved for this identity (stored, or for this run)."""
