@@ -13,9 +13,9 @@ from margin import wiring
 from margin.core.agent.actions import check_args
 from margin.core.mcp import spec
 from margin.core.mcp.ports import ListedTool
+from margin.core.mcp.tools import envelope, tool_of
 from margin.core.settings import GlobalSettings
 from margin.services.app import MCP_EXTRA
-from margin.core.mcp.tools import envelope, tool_of
 from tests.fakes.fake_provider import close, fake_services
 
 
