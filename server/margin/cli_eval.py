@@ -69,6 +69,26 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     edits.add_argument("--data", type=Path, default=exercism.DATA, help=argparse.SUPPRESS)
     edits.set_defaults(run=_edits)
 
+    agent = kinds.add_parser(
+        "agent", help="the agent's tasks by agent mode and by one edit-ops answer on the same model",
+        description="Margin's agent evaluation tasks (small repositories with hidden tests) done by agent mode, "
+                    "its confirmations answered by a policy (edits and test commands approved, anything else "
+                    "refused), and by the same model one-shot through edit-ops with the files open; both judged "
+                    "by the hidden tests in the sandbox. --oracle plays each task's known-good trajectory "
+                    "through the real agent core instead (the ceiling of Margin's own path; no model).")
+    agent.add_argument("--limit", type=_positive, default=None, help="tasks, chosen with --seed (default: all)")
+    agent.add_argument("--seed", type=int, default=1, help="which tasks --limit chooses (default 1)")
+    agent.add_argument("--task", action="append", metavar="ID", help="this task (repeatable)")
+    agent.add_argument("--oracle", action="store_true", help="play the known-good trajectories (no model)")
+    _endpoint_options(agent, "agent")
+    agent.add_argument("--turn-timeout", type=float, default=600.0, metavar="S",
+                       help="seconds an agent turn may take (agentTurnTimeoutS; default 600)")
+    agent.add_argument("--results", type=Path, metavar="FILE",
+                       help="write every task's verdicts, a JSON line a task as it is judged")
+    agent.add_argument("--resume", action="store_true",
+                       help="go on with the interrupted run whose --results FILE exists")
+    agent.set_defaults(run=_agent)
+
 
 def _endpoint_options(parser: argparse.ArgumentParser, profile: str) -> None:
     parser.add_argument("--endpoint", metavar="URL", help="the OpenAI-style base URL, with its /v1 "
@@ -100,22 +120,25 @@ def _sandbox() -> str:
 
 
 @asynccontextmanager
-async def _eval_app(args: argparse.Namespace, profile: str) -> AsyncIterator[tuple[MarginApp, Path]]:
-    """Margin for the run: the profile (`COMPLETION`, `CHAT_OPS`) on the endpoint asked for, at
-    the temperature asked for, with a thread database and a workspace folder of its own."""
+async def _eval_app(args: argparse.Namespace, *profiles: str,
+                    **more: str) -> AsyncIterator[tuple[MarginApp, Path]]:
+    """Margin for the run: the profiles (`COMPLETION`, `CHAT_OPS`, `AGENT`) on the endpoint asked
+    for, at the temperature asked for, with a thread database and a workspace folder of its own."""
     from margin.wiring import build_app
 
     with tempfile.TemporaryDirectory(prefix="margin-eval-") as scratch:
         folder = Path(scratch) / "workspace"
         folder.mkdir()
-        overrides = {"MARGIN_DATABASE": str(Path(scratch) / "threads.db"),
-                     f"MARGIN_{profile}_TEMPERATURE": repr(args.temperature),
-                     f"MARGIN_{profile}_TIMEOUT_S": repr(args.timeout),
-                     f"MARGIN_{profile}_ENABLED": "true"}
-        for option, variable in ((args.endpoint, "BASE_URL"), (args.model, "MODEL"), (args.api_key_env, "API_KEY_ENV"),
-                                 (args.max_tokens and str(args.max_tokens), "MAX_OUTPUT_TOKENS")):
-            if option:
-                overrides[f"MARGIN_{profile}_{variable}"] = option
+        overrides = {"MARGIN_DATABASE": str(Path(scratch) / "threads.db"), **more}
+        for profile in profiles:
+            overrides.update({f"MARGIN_{profile}_TEMPERATURE": repr(args.temperature),
+                              f"MARGIN_{profile}_TIMEOUT_S": repr(args.timeout),
+                              f"MARGIN_{profile}_ENABLED": "true"})
+            for option, variable in ((args.endpoint, "BASE_URL"), (args.model, "MODEL"),
+                                     (args.api_key_env, "API_KEY_ENV"),
+                                     (args.max_tokens and str(args.max_tokens), "MAX_OUTPUT_TOKENS")):
+                if option:
+                    overrides[f"MARGIN_{profile}_{variable}"] = option
         app = build_app({**os.environ, **overrides})
         app.settings_path = args.settings
         if app.settings.startup_problems:
@@ -202,6 +225,54 @@ async def _edits(args: argparse.Namespace) -> int:
                     edits_eval.margin_worse(rows), "exercises")
 
 
+async def _agent(args: argparse.Namespace) -> int:
+    import random
+
+    from margin.evals import agent_eval, agent_tasks
+
+    tasks = agent_tasks.load()
+    if args.task:
+        known = {t.id: t for t in tasks}
+        unknown = [task for task in args.task if task not in known]
+        if unknown:
+            raise CliError(f"no task {', '.join(map(repr, unknown))}: see {agent_tasks.DATA / 'SOURCE.md'}")
+        chosen = [known[task] for task in dict.fromkeys(args.task)]
+    elif args.limit is not None and args.limit < len(tasks):
+        picked = sorted(random.Random(args.seed).sample(range(len(tasks)), args.limit))
+        chosen = [tasks[i] for i in picked]
+    else:
+        chosen = tasks
+    protection = _sandbox()
+    if args.oracle:
+        with tempfile.TemporaryDirectory(prefix="margin-eval-") as scratch:
+            print(f"{len(chosen)} tasks · the oracle through Margin's agent core\n{protection}", file=sys.stderr)
+            played = await agent_tasks.oracle(chosen, Path(scratch))
+        for one in played:
+            print(f"  {one.task:<32} {'pass' if one.passed else 'FAIL'}  {one.stopped}, {one.steps} steps, "
+                  f"{one.edits} edits" + ("" if one.passed else f"\n    {one.tests.strip().splitlines()[-1:]}"))
+        passed = sum(one.passed for one in played)
+        print(f"the oracle passed {passed} of {len(played)} tasks")
+        return 0 if passed == len(played) else 1
+    previous = _previous(args, agent_eval.read_results)
+    done = {row.task: row for row in previous}
+    remaining = [task for task in chosen if task.id not in done]
+    async with _eval_app(args, "AGENT", "CHAT_OPS", MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
+                         MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
+        profile = app.settings.current.profile("agent")
+        run = agent_eval.AgentEval(app, folder, args.turn_timeout)
+        print(f"{len(remaining)} tasks · {profile.base_url} · agent mode, then one edit-ops answer"
+              + (f" ({len(previous)} done before, in {args.results})" if previous else "") + f"\n{protection}",
+              file=sys.stderr)
+
+        def checked(row: agent_eval.Row) -> None:
+            if args.results:
+                agent_eval.append_result(args.results, row)
+        new = {row.task: row for row in await run.run(remaining, _progress(1), checked)}
+    rows = [done.get(task.id) or new[task.id] for task in chosen]
+    return _verdict(agent_eval.report(rows, profile.base_url, profile.model or "the server's model", len(tasks)),
+                    args.results, agent_eval.agent_worse(rows), "tasks")
+
+
 def _verdict(report: str, results: Path | None, worse: bool, what: str) -> int:
     """The report printed, where every answer went, and the exit status: 1 when Margin passed
     fewer `what` than the direct call."""
@@ -209,7 +280,8 @@ def _verdict(report: str, results: Path | None, worse: bool, what: str) -> int:
     if results:
         print(f"every answer: {results}", file=sys.stderr)
     if worse:
-        print(f"margin: Margin passed fewer {what} than the direct call (its target: at least as many)",
-              file=sys.stderr)
+        print(f"margin: Margin passed fewer {what} than the direct call (its target: at least as many)"
+              if what != "tasks" else "margin: agent mode passed fewer tasks than one-shot edit-ops (its target: at "
+              "least as many)", file=sys.stderr)
         return 1
     return 0

@@ -34,3 +34,13 @@ async def test_the_oracle_passes_every_task_through_the_real_agent_core(tmp_path
     # the tests were run, and their failure seen, where the task is about that
     assert all("failed" in p.statuses for p in played if p.kind in ("run-tests-to-see", "noisy-test-output",
                                                                     "diagnostics-after-edit"))
+
+
+def test_margin_eval_agent_oracle_from_the_terminal():
+    from tests.unit.test_cli import margin
+
+    done = margin("eval", "agent", "--oracle", "--task", "06-pagination-is-right", "--task", "14-weather-unit-rename",
+                  timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "06-pagination-is-right           pass  finished, 3 steps, 0 edits" in done.stdout
+    assert "the oracle passed 2 of 2 tasks" in done.stdout

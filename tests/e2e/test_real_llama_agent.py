@@ -116,3 +116,25 @@ async def test_gemma_with_a_real_mcp_servers_tools_every_step_parses_and_the_tur
         assert step["promptTokens"] <= result["limit"]
     sections = {s["name"]: s for s in result["budget"]["sections"]}
     assert sections["mcp tools"]["kept"] == (14 if share == "1" else 1)
+
+
+def test_margin_eval_agent_on_gemma_parses_every_step_ends_within_its_caps_and_never_hangs(llama_server, tmp_path):
+    """#51's fixed sample on the real Gemma 3 270M, JSON actions: a model this small solves little;
+    every turn must end by its own rules (never a failed model step, never hung), and both sides
+    be judged by the hidden tests."""
+    import json
+
+    from tests.unit.test_cli import margin
+
+    results = tmp_path / "agent.jsonl"
+    done = margin("eval", "agent", "--task", "08-last-booking-slot", "--task", "24-grades-empty-course",
+                  "--endpoint", llama_server.base_url, "--max-tokens", "128", "--turn-timeout", "300",
+                  "--results", str(results), env={"MARGIN_DATABASE": str(tmp_path / "t.db")}, timeout=900)
+    assert done.returncode in (0, 1), done.stderr  # 1: agent mode passed fewer than one-shot (said so)
+    assert "agent mode" in done.stdout and "one-shot (edit-ops)" in done.stdout
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [row["task"] for row in rows] == ["08-last-booking-slot", "24-grades-empty-course"]
+    for row in rows:
+        agent = row["agent"]
+        assert not agent["hung"] and agent["stopped"] in ("finished", "step cap", "stuck"), agent
+        assert 1 <= agent["steps"] <= 8 and agent["prompt_tokens"] > 0  # the small model's cap

@@ -23,10 +23,11 @@ def cli_env(**env: str) -> dict[str, str]:
                      **{"MARGIN_DOCTOR_PORTS": "9", **env})
 
 
-def margin(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
+def margin(*args: str, env: dict[str, str] | None = None, cwd=None,
+           timeout: float = 60) -> subprocess.CompletedProcess[str]:
     log_secrets.secret(args)
     return subprocess.run([sys.executable, "-m", "margin.cli", *args], capture_output=True, text=True,
-                          env=cli_env(**(env or {})), cwd=cwd, timeout=60)
+                          env=cli_env(**(env or {})), cwd=cwd, timeout=timeout)
 
 
 def test_version():
