@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from margin.cli_app import CliError
 from margin.evals import exercism, infilling, sandbox
@@ -80,6 +80,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     agent.add_argument("--seed", type=int, default=1, help="which tasks --limit chooses (default 1)")
     agent.add_argument("--task", action="append", metavar="ID", help="this task (repeatable)")
     agent.add_argument("--oracle", action="store_true", help="play the known-good trajectories (no model)")
+    agent.add_argument("--exercism", action="store_true",
+                       help="the 133 Exercism exercises of `margin eval edits` through agent mode instead (--limit, "
+                            "--seed choose among them)")
     _endpoint_options(agent, "agent")
     agent.add_argument("--turn-timeout", type=float, default=600.0, metavar="S",
                        help="seconds an agent turn may take (agentTurnTimeoutS; default 600)")
@@ -255,6 +258,8 @@ async def _agent(args: argparse.Namespace) -> int:
         return 0 if passed == len(played) else 1
     previous = _previous(args, agent_eval.read_results)
     done = {row.task: row for row in previous}
+    if args.exercism:
+        return await _agent_exercism(args, previous, protection)
     remaining = [task for task in chosen if task.id not in done]
     async with _eval_app(args, "AGENT", "CHAT_OPS", MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
                          MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
@@ -271,6 +276,30 @@ async def _agent(args: argparse.Namespace) -> int:
     rows = [done.get(task.id) or new[task.id] for task in chosen]
     return _verdict(agent_eval.report(rows, profile.base_url, profile.model or "the server's model", len(tasks)),
                     args.results, agent_eval.agent_worse(rows), "tasks")
+
+
+async def _agent_exercism(args: argparse.Namespace, previous: list[Any], protection: str) -> int:
+    from margin.evals import agent_eval, agent_tasks
+
+    exercises = exercism.load()
+    chosen = exercism.sample(exercises, args.limit, args.seed)
+    done = {row.task: row for row in previous}
+    remaining = [e for e in chosen if e.slug not in done]
+    async with _eval_app(args, "AGENT", MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
+                         MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
+        profile = app.settings.current.profile("agent")
+        run = agent_eval.AgentEval(app, folder, args.turn_timeout)
+        print(f"{len(remaining)} exercises · {profile.base_url} · agent mode\n{protection}", file=sys.stderr)
+
+        def checked(row: agent_eval.Row) -> None:
+            if args.results:
+                agent_eval.append_result(args.results, row)
+        new = {row.task: row for row in await run.exercises(remaining, _progress(5), checked)}
+    rows = [done.get(e.slug) or new[e.slug] for e in chosen]
+    print(agent_eval.report(rows, profile.base_url, profile.model or "the server's model", len(exercises), "exercises"))
+    if args.results:
+        print(f"every answer: {args.results}", file=sys.stderr)
+    return 0
 
 
 def _verdict(report: str, results: Path | None, worse: bool, what: str) -> int:

@@ -26,6 +26,8 @@ from margin.core.editops import apply_edits
 from margin.core.where import Where
 from margin.evals import agent_tasks, stats
 from margin.evals.agent_tasks import PolicyDoor, Task
+from margin.evals.edits_eval import ASK
+from margin.evals.exercism import Exercise
 from margin.services.agent_turn import AgentAsk
 from margin.services.app import MarginApp
 from margin.services.editops import ApplyRequest
@@ -47,6 +49,8 @@ class Side:
     asked: int = 0
     refused: int = 0
     described: int = 0
+    rejected: int = 0
+    """answers told back to the model (described calls, malformed or unknown actions)"""
     stopped: str = ""
     hung: bool = False
     seconds: float = 0.0
@@ -92,7 +96,7 @@ class AgentEval:
             last = output.strip().splitlines()
             side.error = last[-1][:300] if last else "the hidden tests failed"
 
-    async def agent(self, task: Task) -> Side:
+    async def agent(self, task: Task, judge: bool = True) -> Side:
         root = self._workspace(task, "agent")
         door = PolicyDoor(root, self.hands)
         side = Side()
@@ -108,14 +112,39 @@ class AgentEval:
             side.steps, side.stopped, edits = len(outcome.steps), outcome.stopped, len(outcome.edits)
             side.prompt_tokens = outcome.usage.prompt_tokens or sum(s.prompt_tokens for s in outcome.steps)
             side.completion_tokens = outcome.usage.completion_tokens or 0
-            side.described = outcome.described
+            side.described, side.rejected = outcome.described, outcome.rejected
             side.well_formed = outcome.rejected == 0 and outcome.stopped != "model failed"
             if outcome.stopped != "finished":
                 side.error = outcome.why[:300]
         side.seconds = time.perf_counter() - started
         side.asked, side.refused = door.asked, door.refused
-        await self._judge(task, root, side, edits)
+        if judge:
+            await self._judge(task, root, side, edits)
         return side
+
+    async def exercises(self, exercises: Sequence[Exercise], progress: Callable[[int, int], None] = lambda d, t: None,
+                        checked: Callable[[Row], None] = lambda row: None) -> list[Row]:
+        """Exercism exercises through agent mode alone (their one-shot side is `margin eval
+        edits`): the stubs in a fresh folder, the request as Aider's benchmark words it, the
+        exercise's tests — never in the folder — judging the files as the turn left them."""
+        rows = []
+        for number, exercise in enumerate(exercises):
+            task = Task(exercise.slug, "exercism", ASK.format(instructions=exercise.instructions,
+                                                             files=", ".join(exercise.solution)),
+                        dict(exercise.solution), {}, ())
+            side = await self.agent(task, judge=False)
+            root = self.folder / "agent" / task.id
+            answer = {name: (root / name).read_text(encoding="utf-8") for name in exercise.solution
+                      if (root / name).is_file()}
+            verdict = await exercise.check(answer)
+            side.passed = verdict.passed
+            if not verdict.passed and not side.error:
+                side.error = f"{verdict.outcome}: {verdict.detail}"[:300]
+            row = Row(task.id, task.kind, side, Side(stopped="not run"))
+            rows.append(row)
+            checked(row)
+            progress(number + 1, len(exercises))
+        return rows
 
     async def oneshot(self, task: Task) -> Side:
         from margin.services.turn import Ask
@@ -161,18 +190,22 @@ class AgentEval:
 
 # ---- the report -------------------------------------------------------------------------------
 
-def report(rows: Sequence[Row], endpoint: str, model: str, total: int) -> str:
-    lines = [f"margin eval agent · {endpoint} · {model}", "", f"{len(rows)} of {total} tasks",
+def report(rows: Sequence[Row], endpoint: str, model: str, total: int, what: str = "tasks") -> str:
+    lines = [f"margin eval agent · {endpoint} · {model}", "", f"{len(rows)} of {total} {what}",
              (f"  {'':<24}{'pass':>12}{'median steps':>14}{'tokens in / out':>18}{'asked / refused':>17}"
-             f"{'well-formed':>13}{'described':>11}{'stuck':>7}{'hung':>6}")]
-    for label, name in (("agent mode", "agent"), ("one-shot (edit-ops)", "oneshot")):
+             f"{'well-formed':>15}{'described':>11}{'stuck':>7}{'hung':>6}")]
+    sides_shown = (("agent mode", "agent"),) if what == "exercises" else (("agent mode", "agent"),
+                                                                          ("one-shot (edit-ops)", "oneshot"))
+    for label, name in sides_shown:
         sides: list[Side] = [getattr(row, name) for row in rows]
         steps = statistics.median(s.steps for s in sides) if sides else 0
         lines.append(f"  {label:<24}{_rate(sum(s.passed for s in sides), len(rows)):>12}{steps:>14g}"
                      f"{f'{sum(s.prompt_tokens for s in sides):,} / {sum(s.completion_tokens for s in sides):,}':>18}"
                      f"{f'{sum(s.asked for s in sides)} / {sum(s.refused for s in sides)}':>17}"
-                     f"{_rate(sum(s.well_formed for s in sides), len(rows)):>13}{sum(s.described for s in sides):>11}"
+                     f"{_formed(sides, name):>15}{sum(s.described for s in sides):>11}"
                      f"{sum(s.stopped == 'stuck' for s in sides):>7}{sum(s.hung for s in sides):>6}")
+    if what == "exercises":
+        return "\n".join(lines) + "\n  (the same exercises one-shot: margin eval edits)\n"
     paired = stats.paired([row.agent.passed for row in rows], [row.oneshot.passed for row in rows])
     lines.append(f"  {'difference, agent - one-shot':<24} {100 * paired.difference:+.1f} points, 95% interval "
                  f"[{100 * paired.low:+.1f}, {100 * paired.high:+.1f}]; only the agent passed {paired.only_first}, "
@@ -182,6 +215,15 @@ def report(rows: Sequence[Row], endpoint: str, model: str, total: int) -> str:
         f"{kind} {sum(r.agent.passed for r in rows if r.kind == kind)}/{sum(r.oneshot.passed for r in rows if r.kind == kind)}"
         f" of {sum(r.kind == kind for r in rows)}" for kind in kinds))
     return "\n".join(lines) + "\n"
+
+
+def _formed(sides: Sequence[Side], name: str) -> str:
+    """The agent's steps whose answer was read as calls or an answer (none told back); one-shot's
+    answers whose ops applied."""
+    if name == "agent":
+        steps = sum(s.steps for s in sides)
+        return _rate(steps - sum(s.rejected for s in sides), steps)
+    return _rate(sum(s.well_formed for s in sides), len(sides))
 
 
 def _rate(count: int, total: int) -> str:
