@@ -84,7 +84,7 @@ class AgentEval:
             progress(number + 1, len(tasks))
         return rows
 
-    def _workspace(self, task: Task, side: str) -> Path:
+    def _copy(self, task: Task, side: str) -> Path:
         root = agent_tasks.prepare(task, self.folder / side / task.id)
         self.app.workspace.folders = lambda: [root.as_uri()]
         return root
@@ -97,7 +97,7 @@ class AgentEval:
             side.error = last[-1][:300] if last else "the hidden tests failed"
 
     async def agent(self, task: Task, judge: bool = True) -> Side:
-        root = self._workspace(task, "agent")
+        root = self._copy(task, "agent")
         door = PolicyDoor(root, self.hands)
         side = Side()
         edits = 0
@@ -149,7 +149,7 @@ class AgentEval:
     async def oneshot(self, task: Task) -> Side:
         from margin.services.turn import Ask
 
-        root = self._workspace(task, "oneshot")
+        root = self._copy(task, "oneshot")
         uris = {}
         for name, text in task.files.items():
             uris[name] = (root / name).as_uri()
