@@ -41,7 +41,7 @@ await runScenario({
   await runCommand(page, "Refactor...");
   const offered = page.locator(".action-widget .action-list-item, .action-widget .monaco-list-row",
                                { hasText: "Margin: Ask the Agent…" }).first();
-  await offered.waitFor({ timeout: 20_000 });
+  await offered.waitFor({ timeout: 60_000 });  // the first code action of a busy server: a condition, not a race
   await offered.click();
   const box = page.locator(".quick-input-widget input");
   await box.waitFor({ state: "visible" });
