@@ -146,14 +146,14 @@ def check_args(tool: Tool, args: Any) -> tuple[dict[str, Any], str | None]:
     takes = ", ".join(tool.properties)
     if not isinstance(args, dict):
         return {}, f"The arguments of {tool.name} are a JSON object: {{{takes}}}."
-    if tool.schema is not None:
-        return _check_external(tool, args)
     unknown = [name for name in args if name not in tool.properties]
-    if unknown:
-        return {}, f"{tool.name} takes {takes}, not {', '.join(map(repr, unknown))}."
+    if unknown and (tool.schema is None or tool.schema.get("additionalProperties") is False):
+        return {}, f"{tool.name} takes {takes or 'no arguments'}, not {', '.join(map(repr, unknown))}."
     missing = [name for name in tool.required if name not in args]
     if missing:
         return {}, f"{tool.name} needs {', '.join(map(repr, missing))}."
+    if tool.schema is not None:
+        return _typed_external(tool, args)
     taken: dict[str, Any] = {}
     for name, value in args.items():
         kind = tool.properties[name]["type"]
@@ -176,18 +176,10 @@ _KINDS: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "num
                                        "array": (list,), "object": (dict,)}
 
 
-def _check_external(tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """An MCP tool's arguments against its own schema's top level: the names it takes (when it
-    takes no others), the required ones, and each value's type (a number or a yes/no written as
-    text is taken as one). Deeper checks are the server's: it answers a bad call with an error."""
-    schema = tool.schema or {}
-    takes = ", ".join(tool.properties) or "no arguments"
-    unknown = [name for name in args if name not in tool.properties]
-    if unknown and schema.get("additionalProperties") is False:
-        return {}, f"{tool.name} takes {takes}, not {', '.join(map(repr, unknown))}."
-    missing = [name for name in tool.required if name not in args]
-    if missing:
-        return {}, f"{tool.name} needs {', '.join(map(repr, missing))}."
+def _typed_external(tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """An MCP tool's values against its own schema's top-level types (a number or a yes/no
+    written as text is taken as one); its names were checked by check_args. Deeper checks are the
+    server's: it answers a bad call with an error."""
     taken: dict[str, Any] = {}
     for name, value in args.items():
         spec = tool.properties.get(name)
