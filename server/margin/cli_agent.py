@@ -24,6 +24,16 @@ ANSWERS: dict[str, Decision] = {"y": "accept", "yes": "accept", "a": "always", "
                                 "n": "reject", "no": "reject", "": "reject"}
 
 
+def _answer(prompt: str) -> str:
+    """A line typed at the terminal, its prompt on standard error with the steps (`input()` would
+    write it into the answer on standard output)."""
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line
+
+
 class TerminalDoor:
     files = None
 
@@ -47,7 +57,7 @@ class TerminalDoor:
         while True:
             print(question, file=sys.stderr, flush=True)
             try:
-                answer = await asyncio.to_thread(input, f"Allow? [y]es / {always} / [n]o: ")
+                answer = await asyncio.to_thread(_answer, f"Allow? [y]es / {always} / [n]o: ")
             except EOFError:
                 return "reject"
             if answer.strip().lower() in ANSWERS:

@@ -56,6 +56,7 @@ def test_an_edit_is_shown_asked_and_written_once_the_person_says_yes(fake, tmp_p
     assert "The agent asks to edit calc.py:\n--- a/calc.py\n+++ b/calc.py" in err and "+    return a + b" in err
     assert "step 1 · read calc.py → done" in err and "step 2 · edit calc.py → done" in err
     assert "add adds now." in out and "finished after 3 steps · edits: calc.py:2-2" in err
+    assert "Allow? [y]es / [a]lways in this thread / [n]o: " in err and "Allow?" not in out
 
 
 def test_no_is_no_and_without_a_terminal_or_with_yes_nothing_is_written(fake, tmp_path):

@@ -30,16 +30,20 @@ OUTPUT_TAIL = 8_000
 
 def program_path(word: str, folder: Path) -> Path | None:
     """The program `word` names: a path inside the folder (`./run.sh`, `.venv/bin/python`), else
-    the workspace's `.venv/bin`, else the system's PATH."""
+    the workspace's `.venv/bin`, else the system's PATH. `python` where there is none (Debian
+    and Ubuntu ship only `python3`) is `python3`, the word every model and README uses."""
     if "/" in word:
         found = (folder / word).resolve()
         inside = found == folder.resolve() or folder.resolve() in found.parents
         return found if inside and found.is_file() and os.access(found, os.X_OK) else None
-    venv = folder / ".venv" / "bin" / word
-    if venv.is_file() and os.access(venv, os.X_OK):
-        return venv
-    system = shutil.which(word, path=sandbox.SYSTEM_PATH)
-    return Path(system) if system else None
+    for name in (word, "python3") if word == "python" else (word,):
+        venv = folder / ".venv" / "bin" / name
+        if venv.is_file() and os.access(venv, os.X_OK):
+            return venv
+        system = shutil.which(name, path=sandbox.SYSTEM_PATH)
+        if system:
+            return Path(system)
+    return None
 
 
 def readable_for(program: Path, folder: Path) -> list[Path]:

@@ -83,3 +83,11 @@ async def test_without_bubblewrap_nothing_runs_unless_the_person_chose_the_launc
         assert ran.ok and ran.protection == "launcher", ran.text
     finally:
         sandbox._protection.cache_clear()
+
+
+async def test_python_without_a_venv_is_the_systems_python3(tmp_path, monkeypatch):
+    """Debian and Ubuntu ship `python3` and no `python`; the word every model writes still runs."""
+    monkeypatch.setenv("MARGIN_SANDBOX", "bubblewrap")
+    (tmp_path / "which.py").write_text("import sys\nprint('major', sys.version_info[0])\n")
+    ran = await run_command("python which.py", tmp_path, time_limit_s=120)
+    assert ran.ok and "major 3\n" in ran.text, ran.text
