@@ -5,7 +5,7 @@
 # They run on the Node 24 that scripts/install-vscode-tools.sh installs (when installed), else
 # on a system `node` >= 20.
 # Everything goes into a cached, versioned folder, built in a temporary folder and moved into
-# place in one step; a second run is a no-op.
+# place in one step; a second run is a no-op (scripts/lib/npm-tools.sh).
 # Prints the folder on stdout when done (use it as MARGIN_MCP_TOOLS); it holds:
 #   bin/node                                                 the Node that runs the servers
 #   node_modules/@modelcontextprotocol/server-filesystem     the filesystem server
@@ -15,6 +15,7 @@
 # else exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/npm-tools.sh
 
 FILESYSTEM_VERSION=2026.8.31   # @modelcontextprotocol/server-filesystem
 EVERYTHING_VERSION=2026.8.31   # @modelcontextprotocol/server-everything
@@ -24,61 +25,17 @@ dir="$root/mcp-tools-filesystem-$FILESYSTEM_VERSION-everything-$EVERYTHING_VERSI
 filesystem_js="node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 everything_js="node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
-# The servers' node: rechecked on every run, since the folder links to it and it may move.
-node_ok() {  # node_ok PATH: it runs and is Node >= 20
-  "$1" -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null
+npm_tools_ready "$dir" "${1:-}" "the MCP test servers are" scripts/install-mcp-tools.sh
+
+both_entries() {  # both entry files are there
+  for js in "$filesystem_js" "$everything_js"; do
+    [ -f "$1/$js" ] || { echo "npm installed no $js" >&2; return 1; }
+  done
 }
-if [ -f "$dir/.complete" ] && node_ok "$dir/bin/node"; then
-  echo "$dir"
-  exit 0
-fi
-if [ "${1:-}" = "--check" ]; then
-  echo "the MCP test servers are not installed in $dir: run scripts/install-mcp-tools.sh" >&2
-  exit 1
-fi
+npm_tools_install "$dir" mcp-tools both_entries \
+  @modelcontextprotocol/server-filesystem "$FILESYSTEM_VERSION" \
+  @modelcontextprotocol/server-everything "$EVERYTHING_VERSION"
 
-node=""
-if vscode_tools="$(bash scripts/install-vscode-tools.sh --check 2>/dev/null)" \
-    && node_ok "$vscode_tools/bin/node"; then
-  node="$(readlink -f "$vscode_tools/bin/node")"
-elif command -v node >/dev/null && node_ok "$(command -v node)"; then
-  node="$(readlink -f "$(command -v node)")"
-else
-  echo "no Node >= 20: run scripts/install-vscode-tools.sh (it installs Node 24)" >&2
-  exit 1
-fi
-command -v npm >/dev/null || { echo "npm is missing (Debian package npm)" >&2; exit 1; }
-
-mkdir -p "$root"
-tmp="$(mktemp -d "$root/.mcp-tools-tmp.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-chmod 755 "$tmp"
-cat >"$tmp/package.json" <<JSON
-{
-  "name": "margin-mcp-tools",
-  "private": true,
-  "dependencies": {
-    "@modelcontextprotocol/server-filesystem": "$FILESYSTEM_VERSION",
-    "@modelcontextprotocol/server-everything": "$EVERYTHING_VERSION"
-  }
-}
-JSON
-(
-  cd "$tmp"
-  PATH="$(dirname "$node"):$PATH" npm install --no-audit --no-fund --loglevel=error >&2
-)
-mkdir -p "$tmp/bin"
-ln -s "$node" "$tmp/bin/node"
-# Both entry files are there.
-for js in "$filesystem_js" "$everything_js"; do
-  [ -f "$tmp/$js" ] || { echo "npm installed no $js" >&2; exit 1; }
-done
-touch "$tmp/.complete"
-rm -rf "$dir"
-mv -T "$tmp" "$dir"
-trap - EXIT
-
-echo "node: $dir/bin/node ($("$dir/bin/node" --version))" >&2
 # How to start each server over stdio (the filesystem server serves the folders it is given).
 echo "filesystem: $dir/bin/node $dir/$filesystem_js ALLOWED_DIR..." >&2
 echo "everything: $dir/bin/node $dir/$everything_js stdio" >&2
