@@ -22,6 +22,8 @@ from margin.evals import exercism, infilling, sandbox
 from margin.evals.direct import ROUTES
 
 if TYPE_CHECKING:
+    from margin.core.settings import ProfileSettings
+    from margin.evals.agent_eval import AgentEval, Row
     from margin.services.app import MarginApp
 
 T = TypeVar("T")
@@ -261,40 +263,44 @@ async def _agent(args: argparse.Namespace) -> int:
     if args.exercism:
         return await _agent_exercism(args, previous, protection)
     remaining = [task for task in chosen if task.id not in done]
-    async with _eval_app(args, "AGENT", "CHAT_OPS", MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
-                         MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
-        profile = app.settings.current.profile("agent")
-        run = agent_eval.AgentEval(app, folder, args.turn_timeout)
+    async with _agent_eval(args, "CHAT_OPS") as (profile, run):
         print(f"{len(remaining)} tasks · {profile.base_url} · agent mode, then one edit-ops answer"
               + (f" ({len(previous)} done before, in {args.results})" if previous else "") + f"\n{protection}",
               file=sys.stderr)
-
-        def checked(row: agent_eval.Row) -> None:
-            if args.results:
-                agent_eval.append_result(args.results, row)
-        new = {row.task: row for row in await run.run(remaining, _progress(1), checked)}
+        new = {row.task: row for row in await run.run(remaining, _progress(1), _written(args))}
     rows = [done.get(task.id) or new[task.id] for task in chosen]
     return _verdict(agent_eval.report(rows, profile.base_url, profile.model or "the server's model", len(tasks)),
                     args.results, agent_eval.agent_worse(rows), "tasks")
 
 
-async def _agent_exercism(args: argparse.Namespace, previous: list[Any], protection: str) -> int:
+@asynccontextmanager
+async def _agent_eval(args: argparse.Namespace, *profiles: str) -> AsyncIterator[tuple[ProfileSettings, AgentEval]]:
+    """The agent profile and an evaluation over an app of the run's own (the agent profile and
+    `profiles` pointed at the endpoint; the tasks' check command; no retrieval)."""
     from margin.evals import agent_eval, agent_tasks
+
+    async with _eval_app(args, "AGENT", *profiles, MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
+                         MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
+        yield app.settings.current.profile("agent"), agent_eval.AgentEval(app, folder, args.turn_timeout)
+
+
+def _written(args: argparse.Namespace) -> Callable[[Row], None]:
+    """Each judged row appended to --results, when given, as it is judged."""
+    from margin.evals import agent_eval
+
+    return lambda row: agent_eval.append_result(args.results, row) if args.results else None
+
+
+async def _agent_exercism(args: argparse.Namespace, previous: list[Any], protection: str) -> int:
+    from margin.evals import agent_eval
 
     exercises = exercism.load()
     chosen = exercism.sample(exercises, args.limit, args.seed)
     done = {row.task: row for row in previous}
     remaining = [e for e in chosen if e.slug not in done]
-    async with _eval_app(args, "AGENT", MARGIN_AGENT_CHECK_COMMAND=agent_tasks.CHECK_COMMAND,
-                         MARGIN_AGENT_TURN_TIMEOUT_S=repr(args.turn_timeout), MARGIN_RETRIEVAL="false") as (app, folder):
-        profile = app.settings.current.profile("agent")
-        run = agent_eval.AgentEval(app, folder, args.turn_timeout)
+    async with _agent_eval(args) as (profile, run):
         print(f"{len(remaining)} exercises · {profile.base_url} · agent mode\n{protection}", file=sys.stderr)
-
-        def checked(row: agent_eval.Row) -> None:
-            if args.results:
-                agent_eval.append_result(args.results, row)
-        new = {row.task: row for row in await run.exercises(remaining, _progress(5), checked)}
+        new = {row.task: row for row in await run.exercises(remaining, _progress(5), _written(args))}
     rows = [done.get(e.slug) or new[e.slug] for e in chosen]
     print(agent_eval.report(rows, profile.base_url, profile.model or "the server's model", len(exercises), "exercises"))
     if args.results:
