@@ -170,7 +170,7 @@ def test_a_changed_command_or_tool_is_refused_until_approved_again(fake, tmp_pat
     assert ("The MCP server 'fake' changed 1 of its tools since you approved it; they are withheld until you approve "
             "them:\n- echo: its description was 'Returns the text it is given. Variant: one.', now 'Returns the text it "
             "is given. Variant: two.'") in err
-    assert "[a]lways (remembered)" in out and "fake__echo" in shown(fake, 2)
+    assert "[a]lways (remembered)" in err and "fake__echo" in shown(fake, 2)
     fake.script(reply(action("finish", answer="ok")))
     assert margin("agent", "anything", env=drifted, cwd=root).returncode == 0  # remembered: not asked again
     assert "fake__echo" in shown(fake, 3)
@@ -256,7 +256,7 @@ def test_the_first_use_asks_with_exactly_what_runs_and_always_is_remembered(fake
     code, out, err = in_terminal(["agent", "echo"], "a\ny\n", environ, root)
     assert code == 0, err
     assert f"Start the MCP server 'fake' for the agent? It runs with your rights, outside the sandbox: command {sys.executable} {FAKE_SERVER} --tools 1" in err
-    assert "[a]lways (remembered)" in out and "[a]lways in this thread" in out  # the server's, then the call's
+    assert "[a]lways (remembered)" in err and "[a]lways in this thread" in err  # the server's, then the call's
     assert "output of fake__echo" in shown(fake, 1)
     listed = margin("mcp", "list", env=environ, cwd=root)
     assert "fake  running; 7 tools pinned" in listed.stdout  # remembered, with its tools pinned

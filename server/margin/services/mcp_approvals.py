@@ -1,17 +1,20 @@
 """The person's approvals of MCP servers, kept in `mcp-approvals.json` beside the thread
 database (readable by the user alone): for each server, the identity approved (core.mcp.spec)
 and each tool's pin and description. Written whole to a temporary file and moved into place, so
-a reader never sees half of it; `margin mcp approve` and every server process share it. Also
+a reader never sees half of it; `margin mcp approve` and every server process share it, each
+change read, made and written under a lock on `mcp-approvals.json.lock` (two processes approving
+at once both keep theirs). Also
 the questions the person is asked (a server's first start, its tools that changed), and the
 files a repository holds that name servers for other tools (named to the person, never run)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,17 +62,30 @@ class ApprovalFile:
         return self.load().get(name)
 
     def put(self, name: str, approved: Approved) -> None:
-        servers = self.load()
-        approved.at = approved.at or time.time()
-        servers[name] = approved
-        self._write(servers)
+        with self._locked():
+            servers = self.load()
+            approved.at = approved.at or time.time()
+            servers[name] = approved
+            self._write(servers)
 
     def forget(self, name: str) -> bool:
-        servers = self.load()
-        if servers.pop(name, None) is None:
-            return False
-        self._write(servers)
-        return True
+        with self._locked():
+            servers = self.load()
+            if servers.pop(name, None) is None:
+                return False
+            self._write(servers)
+            return True
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Held while a change is read, made and written (a change takes milliseconds)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _write(self, servers: dict[str, Approved]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

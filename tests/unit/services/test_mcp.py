@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -103,3 +105,33 @@ def test_a_tools_name_fits_every_protocol_and_its_schema_carries_no_titles():
     assert tool.name == "docs__search_v2_all" and tool.remote == "search.v2/all"
     assert tool.schema == {"type": "object", "properties": {"q": {"type": "string"}}}
     assert len(tool_of("s" * 32, ListedTool("t" * 80, "", {})).name) == 64
+
+
+def _approve_many(path: str, prefix: str, count: int, start: Any) -> None:
+    from margin.services.mcp_approvals import ApprovalFile, Approved
+
+    approvals = ApprovalFile(Path(path))
+    start.wait()
+    for number in range(count):
+        approvals.put(f"{prefix}{number}", Approved({"command": prefix}, f"hash-{prefix}{number}"))
+
+
+def test_two_processes_approving_at_once_both_keep_theirs(tmp_path):
+    """`margin mcp approve` in a terminal while a server process remembers an "Always": each
+    change is read, made and written under the lock, so neither loses the other's."""
+    import multiprocessing
+
+    from margin.services.mcp_approvals import ApprovalFile
+
+    path = tmp_path / "mcp-approvals.json"
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(3)
+    workers = [context.Process(target=_approve_many, args=(str(path), prefix, 100, start)) for prefix in "abc"]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert [worker.exitcode for worker in workers] == [0, 0, 0]
+    kept = ApprovalFile(path).load()
+    assert len(kept) == 300 and kept["b99"].hash == "hash-b99"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
