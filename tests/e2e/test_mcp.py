@@ -165,7 +165,7 @@ def test_a_changed_command_or_tool_is_refused_until_approved_again(fake, tmp_pat
     assert "withheld until approved again: echo" in margin("mcp", "list", env=drifted, cwd=root).stdout
     # In a terminal, the change is shown — the description as approved and as it is now — and asked.
     fake.script(reply(action("finish", answer="ok")))
-    code, out, err = in_terminal(["agent", "anything"], "a\n", drifted, root)
+    code, _, err = in_terminal(["agent", "anything"], "a\n", drifted, root)
     assert code == 0, err
     assert ("The MCP server 'fake' changed 1 of its tools since you approved it; they are withheld until you approve "
             "them:\n- echo: its description was 'Returns the text it is given. Variant: one.', now 'Returns the text it "
@@ -257,6 +257,7 @@ def test_the_first_use_asks_with_exactly_what_runs_and_always_is_remembered(fake
     assert code == 0, err
     assert f"Start the MCP server 'fake' for the agent? It runs with your rights, outside the sandbox: command {sys.executable} {FAKE_SERVER} --tools 1" in err
     assert "[a]lways (remembered)" in err and "[a]lways in this thread" in err  # the server's, then the call's
+    assert "Allow?" not in out
     assert "output of fake__echo" in shown(fake, 1)
     listed = margin("mcp", "list", env=environ, cwd=root)
     assert "fake  running; 7 tools pinned" in listed.stdout  # remembered, with its tools pinned
