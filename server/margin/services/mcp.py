@@ -181,7 +181,7 @@ class McpHub:
             state.state, state.detail = "needs the extra", missing or "the MCP client is not available here"
             return False
         server, name = state.server, state.name
-        executable = self._executable(server)
+        executable = await asyncio.to_thread(self._executable, server)  # its program read whole once
         if server.command and executable is None:
             state.state, state.detail = "failed", f"{server.command!r} is not found on PATH"
             return False

@@ -3,6 +3,7 @@ missing (the end-to-end tests, tests/e2e/test_mcp.py, run real servers)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -50,7 +51,14 @@ def test_an_approval_binds_the_command_line_env_names_and_program_never_the_valu
     program.write_text("#!/bin/sh\necho swapped\n")  # the program changed under the same name
     changed = spec.identity(server, spec.resolve(server.command or ""))
     assert spec.digest(changed) != spec.digest(identity)
-    assert spec.changes(identity, changed) == ["the program's size: 10 → 23"]
+    assert spec.changes(identity, changed)[0] == "the program's size: 10 → 23"
+    assert spec.changes(identity, changed)[1].startswith("the program's content (sha256): ")
+    program.write_text("#!/bin/sh\n")
+    assert spec.digest(spec.identity(server, spec.resolve(server.command or ""))) == spec.digest(identity)
+    program.write_text("#!/bin/ls\n")  # as long as the approved one, and another program
+    same_size = spec.identity(server, spec.resolve(server.command or ""))
+    assert [line.split(":")[0] for line in spec.changes(identity, same_size)] == ["the program's content (sha256)"]
+    assert hashlib.sha256(b"#!/bin/ls\n").hexdigest()[:16] in spec.changes(identity, same_size)[0]
     more = spec.identity(server.model_copy(update={"args": ("--root", "/", "--write")}), executable)
     assert spec.changes(identity, more)[0].startswith("its arguments:")
 

@@ -4,7 +4,8 @@ approval of it binds to.
 
 An approval binds to the server's identity: the command, its arguments and the names of the
 environment variables it is given (never their values), or the URL — plus, for a command, the
-executable it resolves to on PATH and that file's size. Each tool's name, description and input
+executable it resolves to on PATH and that file's size and sha256 (a program replaced by another of
+the same size is a change too). Each tool's name, description and input
 schema are pinned by hash as first approved. Anything else is "needs approval again", said with
 what changed (`changes`): a committed config or an update that swaps the command runs nothing."""
 
@@ -86,11 +87,32 @@ def mcp_servers_value(value: Any) -> Any:
 @dataclass(frozen=True)
 class Executable:
     """What a command resolves to on PATH when it is approved or started: the path run (a venv's
-    `python` or `npx` is a link, and runs as one), and the file it links to, with its size."""
+    `python` or `npx` is a link, and runs as one), and the file it links to, with its size and
+    the sha256 of its content."""
 
     path: str
     real: str
     size: int
+    sha256: str = ""
+
+
+_HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+"""a file's sha256 by its path and what stat says of it (device, inode, size, modified and changed
+times: a file written or replaced in place changes its ctime, which no one can set back), so a
+program is read whole once per process, not at every status or start"""
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file at `path` (OSError when it cannot be read)."""
+    stat = path.stat()
+    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if key not in _HASHED:
+        digest = hashlib.sha256()
+        with path.open("rb") as program:
+            while chunk := program.read(1 << 20):
+                digest.update(chunk)
+        _HASHED[key] = digest.hexdigest()
+    return _HASHED[key]
 
 
 def resolve(command: str, env: dict[str, str] | None = None) -> Executable | None:
@@ -101,7 +123,7 @@ def resolve(command: str, env: dict[str, str] | None = None) -> Executable | Non
         return None
     real = Path(found).resolve()
     try:
-        return Executable(str(Path(found).absolute()), str(real), real.stat().st_size)
+        return Executable(str(Path(found).absolute()), str(real), real.stat().st_size, file_sha256(real))
     except OSError:
         return None
 
@@ -112,7 +134,7 @@ def identity(server: McpServer, executable: Executable | None) -> dict[str, Any]
         return {"url": server.url, "headers": sorted(server.headers)} if server.headers else {"url": server.url}
     return {"command": server.command, "args": list(server.args), "env": sorted(server.env),
             "executable": executable.path if executable else None, "program": executable.real if executable else None,
-            "size": executable.size if executable else None}
+            "size": executable.size if executable else None, "sha256": executable.sha256 if executable else None}
 
 
 def digest(value: Any) -> str:
@@ -127,15 +149,20 @@ def tool_pin(name: str, description: str, schema: dict[str, Any]) -> str:
 
 LABELS = {"command": "the command", "args": "its arguments", "env": "the environment variables' names",
           "executable": "the program it starts", "program": "the file that program is",
-          "size": "the program's size", "url": "the URL", "headers": "the HTTP headers' names"}
+          "size": "the program's size", "sha256": "the program's content (sha256)", "url": "the URL",
+          "headers": "the HTTP headers' names"}
 
 
 def changes(approved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """What differs between the identity approved and the one now, in words."""
     said = []
     for key in dict.fromkeys([*approved, *now]):
-        if approved.get(key) != now.get(key):
-            said.append(f"{LABELS.get(key, key)}: {json.dumps(approved.get(key))} → {json.dumps(now.get(key))}")
+        before, after = approved.get(key), now.get(key)
+        if before != after:
+            if key == "sha256" and before and after:
+                before, after = f"{before[:16]}…", f"{after[:16]}…"
+            said.append(f"{LABELS.get(key, key)}: {json.dumps(before, ensure_ascii=False)} → "
+                        f"{json.dumps(after, ensure_ascii=False)}")
     return said
 
 
@@ -148,6 +175,6 @@ def describe(server: McpServer, executable: Executable | None) -> str:
                      for word in (server.command or "", *server.args))
     env = f"; environment: {', '.join(sorted(server.env))}" if server.env else ""
     real = f" → {executable.real}" if executable and executable.real != executable.path else ""
-    runs = (f"; runs {executable.path}{real} ({executable.size:,} bytes)" if executable
-            else "; the program is not found on PATH")
+    runs = (f"; runs {executable.path}{real} ({executable.size:,} bytes, sha256 {executable.sha256[:16]}…)"
+            if executable else "; the program is not found on PATH")
     return f"command {words}{env}{runs}"
