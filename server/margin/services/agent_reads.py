@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from margin.services.retrieval import Retrieval
 
 LIST_LIMIT = 200
+MISSING_NAMES = 20
+"""a missing file's answer names at most this many of what the nearest folder holds"""
 """entries a listing shows at most"""
 SEARCH_HITS = 20
 """exact-text hits, and retrieval's windows, a search shows at most"""
@@ -131,7 +133,9 @@ class WorkspaceReads:
         `numbered`: each line after its number (`  12| `), for a model that edits lines by number."""
         text, problem = self.current_text(path)
         if text is None:
-            return Shown(problem or f"There is no file {path}.", ok=False, path=path)
+            if problem is None or problem == f"There is no file {path}.":
+                problem = self.missing(path)
+            return Shown(problem, ok=False, path=path)
         path = self.file_id(path) or path  # as the ledger and every later result name it
         if not text:
             return Shown(f"{path} is empty (sha256:{fingerprint(text)[:12]}).\n", path=path, current=text)
@@ -157,6 +161,24 @@ class WorkspaceReads:
         body = "".join(shown)
         return Shown(f"{head}\n{body}" + ("" if body.endswith("\n") or not body else "\n"), path=path,
                      current=text, start=first, end=max(first, through))
+
+    def missing(self, path: str) -> str:
+        """That there is no file `path`, with what the nearest folder that exists holds: a model
+        that guessed a name (`main.py`) sees the real ones instead of guessing again."""
+        said = f"There is no file {path}."
+        files, file_id = self._files(), self.file_id(path)
+        if isinstance(files, str) or not file_id:
+            return said
+        folder = PurePosixPath(file_id).parent
+        while (found := files.listing("" if folder.name == "" else str(folder))) is None:
+            if folder.name == "":
+                return said
+            folder = folder.parent
+        names = [name + ("/" if is_dir else "") for name, is_dir in found]
+        if not names:
+            return f"{said} {folder}/ is empty."
+        more = len(names) - MISSING_NAMES
+        return f"{said} {folder}/ holds: {', '.join(names[:MISSING_NAMES])}" + (f" (and {more} more)." if more > 0 else ".")
 
     def list(self, path: str = ".") -> Shown:
         """A folder's files and folders (folders end with `/`), as git would show them."""

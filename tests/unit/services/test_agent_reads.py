@@ -97,3 +97,17 @@ async def test_search_finds_exact_text_and_related_code_never_in_ignored_files(r
     assert "src/calc.py:2: return a + b  # invoice" in typed
     assert not (await tools.search("  ")).ok
     assert (await tools.search("OPENAI_API_KEY")).text.startswith("Exact text 'OPENAI_API_KEY': nowhere")
+
+
+async def test_a_missing_file_is_said_with_what_the_nearest_folder_holds(reads):
+    """A small model guesses `main.py` and would guess again: it is shown the real names (what git
+    would show: never .env or build/)."""
+    _app, tools, root = reads
+    assert tools.read("main.py").text == "There is no file main.py. ./ holds: .gitignore, big.txt, src/."
+    assert tools.read("src/calculator.py").text == "There is no file src/calculator.py. src/ holds: calc.py."
+    assert tools.read("src/deep/er/x.py").text == "There is no file src/deep/er/x.py. src/ holds: calc.py."
+    assert tools.read("../main.py").text == "../main.py is not a file inside the workspace."
+    (root / "many").mkdir()
+    for number in range(25):
+        (root / "many" / f"m{number:02}.py").write_text("")
+    assert tools.read("many/x.py").text.endswith("m18.py, m19.py (and 5 more).")
