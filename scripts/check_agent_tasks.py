@@ -11,9 +11,11 @@ Exits 1 naming each task that is wrong."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 TASKS = Path(__file__).resolve().parents[1] / "server" / "margin" / "evals" / "data" / "agent-tasks"
@@ -93,10 +95,11 @@ def main(ids: list[str]) -> int:
     paths = sorted(TASKS.glob("*.json"))
     if ids:
         paths = [p for p in paths if p.stem in ids]
+    tasks = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # each task in a folder of its own
+        checked = list(pool.map(problems, tasks))
     bad = 0
-    for path in paths:
-        task = json.loads(path.read_text(encoding="utf-8"))
-        found = problems(task)
+    for path, task, found in zip(paths, tasks, checked, strict=True):
         if task.get("id") != path.stem:
             found.append(f"its id is not its file's name ({path.stem})")
         print(f"{path.stem}: {'ok' if not found else 'WRONG'}")
